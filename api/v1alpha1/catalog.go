@@ -1,0 +1,185 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DefaultImageRegistry is where the official engine images come from unless
+// the operator is started with another --image-registry.
+const DefaultImageRegistry = "docker.io/library"
+
+// VersionInfo describes one supported major version of an engine.
+// It is catalog data, not an API type: no deepcopy is generated for it.
+// +kubebuilder:object:generate=false
+type VersionInfo struct {
+	// Version is the major version as written in spec.version.
+	Version string
+	// Tag is the image tag dbkeeper runs for this version.
+	Tag string
+	// EndOfLife is the day the engine's upstream stops supporting the version.
+	EndOfLife time.Time
+}
+
+// EngineInfo describes an engine dbkeeper runs: everything the defaulting,
+// validation and builders need to know about it. It is catalog data, not an
+// API type: no deepcopy is generated for it.
+// +kubebuilder:object:generate=false
+type EngineInfo struct {
+	// Name is the engine as written in spec.engine.
+	Name Engine
+	// Image is the image repository below the registry, e.g. "postgres".
+	Image string
+	// DefaultVersion is the version a Database gets when it names none.
+	DefaultVersion string
+	// Versions are the supported major versions, oldest first.
+	Versions []VersionInfo
+	// InPlaceMajorUpgrade says whether the server upgrades its data
+	// directory to a newer major version on start. PostgreSQL does not:
+	// its major upgrades need pg_upgrade or a dump and restore.
+	InPlaceMajorUpgrade bool
+	// Port is the engine's conventional port.
+	Port int32
+	// MountPath is where the data volume is mounted in the container.
+	MountPath string
+	// DataDir is the data directory the server uses. For postgres it is a
+	// subdirectory of MountPath, since initdb refuses a non-empty directory
+	// and volumes often hold lost+found.
+	DataDir string
+	// UID is the user and group id the official image runs the server as.
+	UID int64
+	// MaxReplicas is the most replicas dbkeeper runs for the engine.
+	MaxReplicas int32
+	// OwnedParameters are the settings dbkeeper sets itself; users may not
+	// set them in spec.parameters.
+	OwnedParameters []string
+	// MaxIdentifierLength is the longest database or user name the engine
+	// accepts.
+	MaxDatabaseNameLength, MaxUsernameLength int
+	// ReservedDatabaseNames and ReservedUsernames are names that belong to
+	// the engine itself.
+	ReservedDatabaseNames, ReservedUsernames []string
+}
+
+func day(year int, month time.Month, d int) time.Time {
+	return time.Date(year, month, d, 0, 0, 0, 0, time.UTC)
+}
+
+// catalog is the engine catalog: the single place that says which engines and
+// versions dbkeeper supports.
+var catalog = []EngineInfo{
+	{
+		Name:           EnginePostgres,
+		Image:          "postgres",
+		DefaultVersion: "17",
+		Versions: []VersionInfo{
+			{Version: "14", Tag: "14.19", EndOfLife: day(2026, time.November, 12)},
+			{Version: "15", Tag: "15.14", EndOfLife: day(2027, time.November, 11)},
+			{Version: "16", Tag: "16.10", EndOfLife: day(2028, time.November, 9)},
+			{Version: "17", Tag: "17.6", EndOfLife: day(2029, time.November, 8)},
+			{Version: "18", Tag: "18.1", EndOfLife: day(2030, time.November, 14)},
+		},
+		InPlaceMajorUpgrade:   false,
+		Port:                  5432,
+		MountPath:             "/var/lib/postgresql/data",
+		DataDir:               "/var/lib/postgresql/data/pgdata",
+		UID:                   999,
+		MaxReplicas:           9,
+		OwnedParameters:       []string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
+		MaxDatabaseNameLength: 63,
+		MaxUsernameLength:     63,
+		ReservedDatabaseNames: []string{"postgres", "template0", "template1"},
+		ReservedUsernames:     []string{"postgres"},
+	},
+	{
+		Name:           EngineMySQL,
+		Image:          "mysql",
+		DefaultVersion: "8.4",
+		Versions: []VersionInfo{
+			{Version: "8.0", Tag: "8.0.43", EndOfLife: day(2026, time.April, 30)},
+			{Version: "8.4", Tag: "8.4.6", EndOfLife: day(2032, time.April, 30)},
+		},
+		InPlaceMajorUpgrade:   true,
+		Port:                  3306,
+		MountPath:             "/var/lib/mysql",
+		DataDir:               "/var/lib/mysql",
+		UID:                   999,
+		MaxReplicas:           9,
+		OwnedParameters:       []string{"bind-address", "datadir", "port", "socket", "user"},
+		MaxDatabaseNameLength: 64,
+		MaxUsernameLength:     32,
+		ReservedDatabaseNames: []string{"information_schema", "mysql", "performance_schema", "sys"},
+		ReservedUsernames:     []string{"mysql.infoschema", "mysql.session", "mysql.sys", "root"},
+	},
+}
+
+// DefaultEngine is the engine a Database gets when it names none.
+const DefaultEngine = EnginePostgres
+
+// Engines returns the names of the supported engines in catalog order.
+func Engines() []string {
+	names := make([]string, 0, len(catalog))
+	for _, e := range catalog {
+		names = append(names, string(e.Name))
+	}
+	return names
+}
+
+// LookupEngine returns the catalog entry of an engine, and false when the
+// engine is not supported.
+func LookupEngine(name Engine) (*EngineInfo, bool) {
+	for i := range catalog {
+		if catalog[i].Name == name {
+			return &catalog[i], true
+		}
+	}
+	return nil, false
+}
+
+// VersionNames returns the engine's supported versions, oldest first.
+func (e *EngineInfo) VersionNames() []string {
+	names := make([]string, 0, len(e.Versions))
+	for _, v := range e.Versions {
+		names = append(names, v.Version)
+	}
+	return names
+}
+
+// LookupVersion returns the entry of a supported version, and false when the
+// engine does not support it.
+func (e *EngineInfo) LookupVersion(version string) (VersionInfo, bool) {
+	i := slices.IndexFunc(e.Versions, func(v VersionInfo) bool { return v.Version == version })
+	if i < 0 {
+		return VersionInfo{}, false
+	}
+	return e.Versions[i], true
+}
+
+// CompareVersions orders two supported versions of the engine by their
+// position in the catalog: negative when a is older than b, zero when equal,
+// positive when newer. Unknown versions compare as older than every known one.
+func (e *EngineInfo) CompareVersions(a, b string) int {
+	index := func(v string) int {
+		return slices.IndexFunc(e.Versions, func(info VersionInfo) bool { return info.Version == v })
+	}
+	return index(a) - index(b)
+}
+
+// DefaultImage returns the image dbkeeper runs for a supported version of the
+// engine from the given registry, e.g. docker.io/library/postgres:17.6.
+func (e *EngineInfo) DefaultImage(registry, version string) (string, error) {
+	v, ok := e.LookupVersion(version)
+	if !ok {
+		return "", fmt.Errorf("engine %s has no version %q", e.Name, version)
+	}
+	if registry == "" {
+		registry = DefaultImageRegistry
+	}
+	return registry + "/" + e.Image + ":" + v.Tag, nil
+}
+
+// IsEndOfLife reports whether the version is past its end-of-life date at now.
+func (v VersionInfo) IsEndOfLife(now time.Time) bool {
+	return !now.Before(v.EndOfLife)
+}

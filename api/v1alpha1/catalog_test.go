@@ -1,0 +1,145 @@
+package v1alpha1
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLookupEngine(t *testing.T) {
+	tests := map[string]struct {
+		engine      Engine
+		found       bool
+		wantDefault string
+		wantPort    int32
+	}{
+		"postgres is known with default version 17": {engine: EnginePostgres, found: true, wantDefault: "17", wantPort: 5432},
+		"mysql is known with default version 8.4":   {engine: EngineMySQL, found: true, wantDefault: "8.4", wantPort: 3306},
+		"an unknown engine is not found":            {engine: "oracle"},
+		"the empty engine is not found":             {engine: ""},
+		"engine names are case-sensitive":           {engine: "Postgres"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			info, ok := LookupEngine(tt.engine)
+			if ok != tt.found {
+				t.Fatalf("LookupEngine(%q) found = %v, want %v", tt.engine, ok, tt.found)
+			}
+			if !ok {
+				return
+			}
+			if info.DefaultVersion != tt.wantDefault || info.Port != tt.wantPort {
+				t.Errorf("default version %q port %d, want %q %d", info.DefaultVersion, info.Port, tt.wantDefault, tt.wantPort)
+			}
+		})
+	}
+}
+
+func TestCatalogIsConsistent(t *testing.T) {
+	if got := Engines(); !slices.Equal(got, []string{"postgres", "mysql"}) {
+		t.Errorf("Engines() = %v", got)
+	}
+	if _, ok := LookupEngine(DefaultEngine); !ok {
+		t.Errorf("the default engine %q is not in the catalog", DefaultEngine)
+	}
+	for _, e := range catalog {
+		if _, ok := e.LookupVersion(e.DefaultVersion); !ok {
+			t.Errorf("%s: default version %q is not among %v", e.Name, e.DefaultVersion, e.VersionNames())
+		}
+		for i, v := range e.Versions {
+			if !strings.HasPrefix(v.Tag, v.Version+".") {
+				t.Errorf("%s %s: image tag %q is not of that major version", e.Name, v.Version, v.Tag)
+			}
+			if i > 0 && !e.Versions[i-1].EndOfLife.Before(v.EndOfLife) {
+				t.Errorf("%s: versions are not ordered oldest first at %s", e.Name, v.Version)
+			}
+		}
+		if !strings.HasPrefix(e.DataDir, e.MountPath) {
+			t.Errorf("%s: data directory %q is not under the mount %q", e.Name, e.DataDir, e.MountPath)
+		}
+		if e.UID == 0 {
+			t.Errorf("%s: the server must not run as root", e.Name)
+		}
+		if !slices.Contains(e.OwnedParameters, "port") {
+			t.Errorf("%s: the operator sets the port, so it must own the parameter", e.Name)
+		}
+	}
+}
+
+func TestLookupVersion(t *testing.T) {
+	pg, _ := LookupEngine(EnginePostgres)
+	my, _ := LookupEngine(EngineMySQL)
+	tests := map[string]struct {
+		engine  *EngineInfo
+		version string
+		found   bool
+		tag     string
+	}{
+		"postgres 17 runs 17.6":            {pg, "17", true, "17.6"},
+		"postgres 14 is still supported":   {pg, "14", true, "14.19"},
+		"postgres 13 is not supported":     {pg, "13", false, ""},
+		"postgres does not know mysql 8.4": {pg, "8.4", false, ""},
+		"mysql 8.4 runs 8.4.6":             {my, "8.4", true, "8.4.6"},
+		"mysql 8 is not a version":         {my, "8", false, ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			v, ok := tt.engine.LookupVersion(tt.version)
+			if ok != tt.found || v.Tag != tt.tag {
+				t.Errorf("LookupVersion(%q) = %q, %v; want %q, %v", tt.version, v.Tag, ok, tt.tag, tt.found)
+			}
+		})
+	}
+}
+
+func TestDefaultImage(t *testing.T) {
+	pg, _ := LookupEngine(EnginePostgres)
+	tests := map[string]struct {
+		registry, version, want string
+		wantErr                 bool
+	}{
+		"the default registry is used when none is given": {"", "17", "docker.io/library/postgres:17.6", false},
+		"a mirror replaces the registry":                  {"mirror.example.com/hub", "16", "mirror.example.com/hub/postgres:16.10", false},
+		"an unknown version is an error":                  {"", "12", "", true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := pg.DefaultImage(tt.registry, tt.version)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("DefaultImage(%q, %q) = %q, %v; want %q, error %v", tt.registry, tt.version, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	pg, _ := LookupEngine(EnginePostgres)
+	if pg.CompareVersions("16", "17") >= 0 || pg.CompareVersions("17", "16") <= 0 || pg.CompareVersions("17", "17") != 0 {
+		t.Error("postgres versions do not order as 16 < 17")
+	}
+	my, _ := LookupEngine(EngineMySQL)
+	if my.CompareVersions("8.0", "8.4") >= 0 {
+		t.Error("mysql versions do not order as 8.0 < 8.4")
+	}
+}
+
+func TestIsEndOfLife(t *testing.T) {
+	pg, _ := LookupEngine(EnginePostgres)
+	v14, _ := pg.LookupVersion("14")
+	tests := map[string]struct {
+		now  time.Time
+		want bool
+	}{
+		"the day before end of life is supported": {time.Date(2026, time.November, 11, 23, 59, 0, 0, time.UTC), false},
+		"end of life starts on its day":           {time.Date(2026, time.November, 12, 0, 0, 0, 0, time.UTC), true},
+		"a year later it is end of life":          {time.Date(2027, time.November, 12, 0, 0, 0, 0, time.UTC), true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := v14.IsEndOfLife(tt.now); got != tt.want {
+				t.Errorf("IsEndOfLife(%s) = %v, want %v", tt.now, got, tt.want)
+			}
+		})
+	}
+}

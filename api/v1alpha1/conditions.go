@@ -1,0 +1,52 @@
+package v1alpha1
+
+// Condition types of a Database. Ready, Reconciling and Stalled follow the
+// kstatus conventions that kubectl wait, Argo CD and Flux understand; the
+// others report one child each.
+const (
+	// ConditionReady is True when the status describes the current
+	// generation, every child matches the spec, and the StatefulSet rollout
+	// is complete with all replicas ready.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while dbkeeper is converging the children
+	// towards the spec.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a human: an invalid spec,
+	// a missing StorageClass, or pods that cannot pull their image or crash.
+	ConditionStalled = "Stalled"
+	// ConditionCredentialsReady is True when the credentials Secret exists
+	// and matches the spec.
+	ConditionCredentialsReady = "CredentialsReady"
+	// ConditionServicesReady is True when the client and headless Services
+	// match the spec.
+	ConditionServicesReady = "ServicesReady"
+	// ConditionStatefulSetReady is True when the StatefulSet matches the spec
+	// and its rollout is complete with all replicas ready.
+	ConditionStatefulSetReady = "StatefulSetReady"
+)
+
+// Condition reasons of a Database, CamelCase as metav1.Condition requires.
+const (
+	// ReasonReconciled: the children match the spec.
+	ReasonReconciled = "Reconciled"
+	// ReasonProgressing: dbkeeper is applying the spec.
+	ReasonProgressing = "Progressing"
+	// ReasonInvalidSpec: the spec fails validation; nothing was changed.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonApplyFailed: writing a child failed; dbkeeper retries with backoff.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonRollingOut: the StatefulSet is rolling out a new revision.
+	ReasonRollingOut = "RollingOut"
+	// ReasonWaitingForReplicas: pods of the current revision are not all ready.
+	ReasonWaitingForReplicas = "WaitingForReplicas"
+	// ReasonReplicasReady: all replicas of the current revision are ready.
+	ReasonReplicasReady = "ReplicasReady"
+	// ReasonImagePullFailed: a pod cannot pull its image.
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonCrashLooping: a container of a pod keeps crashing.
+	ReasonCrashLooping = "CrashLooping"
+	// ReasonUnschedulable: a pod cannot be scheduled on any node.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonStorageClassNotFound: the requested StorageClass does not exist.
+	ReasonStorageClassNotFound = "StorageClassNotFound"
+)

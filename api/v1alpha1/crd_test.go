@@ -1,0 +1,169 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// TestCRD installs the generated CRD into the real kube-apiserver and checks
+// what the schema alone guarantees, without dbkeeper's webhooks.
+func TestCRD(t *testing.T) {
+	env := &envtest.Environment{}
+	cfg := testenv.Start(t, env)
+	scheme := runtime.NewScheme()
+	if err := dbv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	t.Run("the CRD is established", func(t *testing.T) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "databases.dbkeeper.io"}, crd); err != nil {
+			t.Fatal(err)
+		}
+		established := false
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				established = true
+			}
+		}
+		if !established {
+			t.Errorf("CRD not established: %+v", crd.Status.Conditions)
+		}
+		if got := crd.Spec.Names.ShortNames; len(got) != 1 || got[0] != "db" {
+			t.Errorf("short names = %v, want [db]", got)
+		}
+		if got := crd.Spec.Names.Categories; len(got) != 1 || got[0] != "dbkeeper" {
+			t.Errorf("categories = %v, want [dbkeeper]", got)
+		}
+	})
+
+	t.Run("a Database round-trips", func(t *testing.T) {
+		size := resource.MustParse("10Gi")
+		in := &dbv1.Database{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{
+				Engine: dbv1.EnginePostgres, Version: "17", Replicas: ptr.To[int32](3),
+				Storage:      dbv1.StorageSpec{Size: &size, StorageClassName: ptr.To("fast")},
+				DatabaseName: "shop", Username: "shop", Port: ptr.To[int32](5432),
+				Parameters:     map[string]string{"max_connections": "200"},
+				DeletionPolicy: dbv1.DeletionPolicyDelete, DeletionProtection: true,
+			},
+		}
+		if err := c.Create(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		out := &dbv1.Database{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(in), out); err != nil {
+			t.Fatal(err)
+		}
+		if out.Spec.Storage.Size.Cmp(size) != 0 || *out.Spec.Replicas != 3 || out.Spec.Parameters["max_connections"] != "200" ||
+			*out.Spec.Storage.StorageClassName != "fast" || !out.Spec.DeletionProtection || out.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete {
+			t.Errorf("spec changed on the way: %+v", out.Spec)
+		}
+	})
+
+	t.Run("a status write does not bump the generation", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "status", Namespace: "default"}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL}}
+		if err := c.Create(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		generation := db.Generation
+		db.Status.Phase = dbv1.PhaseReady
+		db.Status.ObservedGeneration = generation
+		db.Spec.Engine = dbv1.EnginePostgres // ignored by the status subresource
+		if err := c.Status().Update(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		got := &dbv1.Database{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(db), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Generation != generation || got.Status.Phase != dbv1.PhaseReady || got.Spec.Engine != dbv1.EngineMySQL {
+			t.Errorf("generation %d (was %d), phase %q, engine %q", got.Generation, generation, got.Status.Phase, got.Spec.Engine)
+		}
+		got.Spec.Replicas = ptr.To[int32](2)
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Generation != generation+1 {
+			t.Errorf("a spec change left generation at %d", got.Generation)
+		}
+	})
+
+	t.Run("the schema alone rejects an unknown engine and negative replicas", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Engine: "oracle", Replicas: ptr.To[int32](-1), Port: ptr.To[int32](80)}}
+		err := c.Create(ctx, db)
+		if !apierrors.IsInvalid(err) {
+			t.Fatalf("want Invalid, got %v", err)
+		}
+		for _, want := range []string{`spec.engine: Unsupported value: "oracle"`, "spec.replicas: Invalid value: -1", "spec.port: Invalid value: 80"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not contain %q:\n%v", want, err)
+			}
+		}
+	})
+
+	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
+		user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig, err := user.KubeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		out := kubectl("get", "db", "-n", "default")
+		header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
+		if strings.Join(header, " ") != "NAME ENGINE VERSION READY PHASE AGE" {
+			t.Errorf("kubectl get db header = %v\n%s", header, out)
+		}
+		if !strings.Contains(out, "orders") || !strings.Contains(out, "postgres") {
+			t.Errorf("kubectl get db does not list orders:\n%s", out)
+		}
+		wide := kubectl("get", "dbkeeper", "-n", "default", "-o", "wide")
+		if !strings.Contains(strings.SplitN(wide, "\n", 2)[0], "ENDPOINT") {
+			t.Errorf("kubectl get -o wide has no ENDPOINT column:\n%s", wide)
+		}
+		explain := kubectl("explain", "database.spec.deletionPolicy")
+		if !strings.Contains(explain, "Retain keeps the PersistentVolumeClaims") {
+			t.Errorf("kubectl explain does not show the field documentation:\n%s", explain)
+		}
+	})
+}

@@ -1,0 +1,234 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Engine names a database engine dbkeeper runs.
+// +kubebuilder:validation:Enum=postgres;mysql
+type Engine string
+
+const (
+	// EnginePostgres is PostgreSQL, run from the official postgres image.
+	EnginePostgres Engine = "postgres"
+	// EngineMySQL is MySQL, run from the official mysql image.
+	EngineMySQL Engine = "mysql"
+)
+
+// DeletionPolicy says what happens to a Database's data volumes when the
+// Database is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRetain keeps the PersistentVolumeClaims after the
+	// Database and its StatefulSet are gone.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete deletes the PersistentVolumeClaims, and so the
+	// data, together with the Database.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// Phase is a one-word summary of a Database's conditions, for humans.
+// Automation should read the conditions instead.
+type Phase string
+
+const (
+	// PhasePending means the Database has not been reconciled yet.
+	PhasePending Phase = "Pending"
+	// PhaseProvisioning means the Database's children are being created and
+	// have never been ready.
+	PhaseProvisioning Phase = "Provisioning"
+	// PhaseUpdating means a change to the spec is being rolled out.
+	PhaseUpdating Phase = "Updating"
+	// PhaseReady means every child matches the spec and all replicas are ready.
+	PhaseReady Phase = "Ready"
+	// PhaseDegraded means the Database was ready but some replicas are not,
+	// or a pod is failing in a way that may recover.
+	PhaseDegraded Phase = "Degraded"
+	// PhaseFailed means progress needs a human: see the Stalled condition.
+	PhaseFailed Phase = "Failed"
+)
+
+// StorageSpec describes the persistent volume of each replica.
+type StorageSpec struct {
+	// size is the capacity requested for each replica's data volume. It may
+	// grow but never shrink. Defaults to 1Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName is the StorageClass of the data volumes. Empty means
+	// the cluster's default StorageClass. Immutable once set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// DatabaseSpec is the desired state of a Database.
+type DatabaseSpec struct {
+	// engine is the database engine: postgres or mysql. Defaults to postgres.
+	// Immutable.
+	// +optional
+	Engine Engine `json:"engine,omitempty"`
+
+	// version is the engine's major version, one of the engine catalog's
+	// supported versions (postgres: 14, 15, 16, 17, 18; mysql: 8.0, 8.4).
+	// Defaults to the catalog's default for the engine (postgres 17, mysql
+	// 8.4). It may not go down; postgres may not change major version in place.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	Version string `json:"version,omitempty"`
+
+	// image overrides the container image. It must carry an explicit tag or
+	// digest, and not the tag "latest". Defaults to the official image of the
+	// engine at the catalog's tag for the version, from the operator's image
+	// registry (for example docker.io/library/postgres:17.6).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// replicas is the number of database pods. Defaults to 1. Each replica
+	// is an independent server with its own volume.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// storage configures the data volume of each replica.
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// resources are the compute resources of the database container.
+	// Requests default to cpu 100m and memory 256Mi when neither is set.
+	// Requests may not exceed limits.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// databaseName is the database created on first start. Defaults to
+	// "app". Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	DatabaseName string `json:"databaseName,omitempty"`
+
+	// username is the account created on first start, owner of databaseName.
+	// Its password is in the Secret <name>-credentials. Defaults to "app".
+	// Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Username string `json:"username,omitempty"`
+
+	// port is the port the database listens on and the Service exposes.
+	// Defaults to 5432 for postgres and 3306 for mysql.
+	// +optional
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	Port *int32 `json:"port,omitempty"`
+
+	// parameters are engine settings (postgresql.conf or my.cnf keys) passed
+	// to the server on its command line. Keys the operator owns (such as
+	// port or the data directory) are refused.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Parameters map[string]string `json:"parameters,omitempty"`
+
+	// deletionPolicy says what happens to the data volumes when the Database
+	// is deleted: Retain keeps the PersistentVolumeClaims, Delete removes
+	// them. Defaults to Retain.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// deletionProtection, when true, makes the API server refuse to delete
+	// the Database. Set it to false before deleting.
+	// +optional
+	DeletionProtection bool `json:"deletionProtection,omitempty"`
+}
+
+// DatabaseStatus is the observed state of a Database.
+type DatabaseStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is a one-word summary of the conditions, for humans.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// replicas is the number of pods the StatefulSet runs.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// readyReplicas is the number of pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// ready is readyReplicas/replicas, for display by kubectl get.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+
+	// endpoint is the in-cluster address clients connect to, host:port.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// secretName is the Secret holding the credentials: username, password,
+	// database, host, port and uri.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+
+	// image is the container image the StatefulSet runs.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// conditions are Ready, Reconciling and Stalled (kstatus), and
+	// CredentialsReady, ServicesReady and StatefulSetReady for the children.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Database is a PostgreSQL or MySQL server run by dbkeeper as a StatefulSet
+// with its Services and a credentials Secret.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=db,categories=dbkeeper
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+type Database struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// metadata is the standard object metadata.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the Database.
+	// +optional
+	Spec DatabaseSpec `json:"spec,omitempty"`
+
+	// status is the observed state of the Database, written by dbkeeper.
+	// +optional
+	Status DatabaseStatus `json:"status,omitempty"`
+}
+
+// DatabaseList is a list of Databases.
+//
+// +kubebuilder:object:root=true
+type DatabaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the Databases.
+	Items []Database `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Database{}, &DatabaseList{})
+}

@@ -1,0 +1,172 @@
+// Command dbkeeper is the dbkeeper manager: the Database controller and its
+// admission webhooks. It only parses flags and wires components together.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+func main() {
+	var (
+		metricsAddr             string
+		metricsSecure           bool
+		metricsCertDir          string
+		probeAddr               string
+		pprofAddr               string
+		leaderElect             bool
+		leaderElectionNamespace string
+		enableWebhooks          bool
+		webhookHost             string
+		webhookPort             int
+		webhookCertDir          string
+		enableHTTP2             bool
+		maxConcurrentReconciles int
+		backoffBase             time.Duration
+		backoffMax              time.Duration
+		imageRegistry           string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
+		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, allowing only clients authorized to get /metrics (TokenReview and SubjectAccessReview).")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "",
+		"Directory with tls.crt and tls.key for the metrics endpoint. Empty: a self-signed certificate is generated.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address to serve net/http/pprof on, for profiling. Empty disables it.")
+	flag.BoolVar(&leaderElect, "leader-elect", false,
+		"Use leader election so that only one of several manager replicas reconciles at a time.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader election Lease. Empty: the namespace the manager runs in.")
+	flag.BoolVar(&enableWebhooks, "enable-webhooks", true,
+		"Serve the defaulting and validating admission webhooks. Without them the controller still refuses invalid Databases.")
+	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on. Empty: all addresses.")
+	flag.IntVar(&webhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	flag.StringVar(&webhookCertDir, "webhook-cert-dir", "",
+		"Directory with the webhook server's tls.crt and tls.key; reloaded when they change. Empty: controller-runtime's default.")
+	flag.BoolVar(&enableHTTP2, "enable-http2", false,
+		"Serve HTTP/2 on the metrics and webhook servers. Off by default because of HTTP/2 stream cancellation and rapid reset attacks.")
+	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many Databases are reconciled at once.")
+	flag.DurationVar(&backoffBase, "backoff-base", time.Second, "First retry delay after a failed reconcile; doubles with each failure.")
+	flag.DurationVar(&backoffMax, "backoff-max", 5*time.Minute, "Longest retry delay after repeated failures of one Database.")
+	flag.StringVar(&imageRegistry, "image-registry", dbv1.DefaultImageRegistry,
+		"Registry and path the official engine images are pulled from, e.g. a mirror.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	if backoffBase <= 0 || backoffMax < backoffBase {
+		log.Error(nil, "invalid backoff: need 0 < --backoff-base <= --backoff-max", "base", backoffBase, "max", backoffMax)
+		os.Exit(1)
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(dbv1.AddToScheme(scheme))
+
+	// Every server gets TLS 1.2 or newer, and HTTP/1.1 only unless asked.
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   metricsAddr,
+		SecureServing: metricsSecure,
+		CertDir:       metricsCertDir,
+		TLSOpts:       tlsOpts,
+	}
+	if metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	webhookPortOpt := webhookPort
+	if !enableWebhooks {
+		webhookPortOpt = -1
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
+		LeaderElection:                leaderElect,
+		LeaderElectionID:              "dbkeeper.dbkeeper.io",
+		LeaderElectionNamespace:       leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         controller.CacheOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    webhookHost,
+			Port:    webhookPortOpt,
+			CertDir: webhookCertDir,
+			TLSOpts: tlsOpts,
+		}),
+	})
+	if err != nil {
+		log.Error(err, "unable to create manager")
+		os.Exit(1)
+	}
+
+	rules := webhooks.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+
+	if err := (&controller.DatabaseReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("dbkeeper"),
+		Rules:     rules,
+	}).SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: maxConcurrentReconciles,
+		BackoffBase:             backoffBase,
+		BackoffMax:              backoffMax,
+	}); err != nil {
+		log.Error(err, "unable to set up the Database controller")
+		os.Exit(1)
+	}
+
+	if enableWebhooks {
+		if err := webhooks.SetupWebhookWithManager(mgr, rules); err != nil {
+			log.Error(err, "unable to set up the Database webhooks")
+			os.Exit(1)
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "unable to set up the health check")
+		os.Exit(1)
+	}
+	readyz := healthz.Ping
+	if enableWebhooks {
+		// Ready only once the webhook server is serving with its certificate.
+		readyz = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
+		log.Error(err, "unable to set up the readiness check")
+		os.Exit(1)
+	}
+
+	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "manager exited with an error")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,420 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+// DatabaseReconciler makes a Database's children match its spec and reports
+// their state in the Database's status.
+type DatabaseReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly. It is used only to look
+	// for an existing credentials Secret the cache cannot see (its labels
+	// were edited), so that a password is never regenerated.
+	APIReader client.Reader
+	// Recorder reports every write as an Event on the Database.
+	Recorder events.EventRecorder
+	// Rules are the admission rules; the reconciler applies the same
+	// defaulting and validation as the webhooks.
+	Rules webhooks.Rules
+	// Random is the source of generated passwords; nil means crypto/rand.
+	Random io.Reader
+}
+
+// Options tune the controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many Databases are reconciled at once.
+	MaxConcurrentReconciles int
+	// BackoffBase and BackoffMax bound the per-Database exponential retry
+	// delay after failed reconciles.
+	BackoffBase, BackoffMax time.Duration
+}
+
+// CacheOptions limits the manager's cache to the objects dbkeeper manages,
+// so it never holds every Secret or Pod of the cluster.
+func CacheOptions() cache.Options {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}:       managed,
+			&corev1.Service{}:      managed,
+			&appsv1.StatefulSet{}:  managed,
+			&corev1.Pod{}:          managed,
+		},
+	}
+}
+
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller: it watches Databases, owns
+// their StatefulSets, Services and Secrets, and maps Pod events to their
+// Database.
+func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if r.Random == nil {
+		r.Random = rand.Reader
+	}
+	podToDatabase := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[desired.LabelInstance]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetCache()}); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return fmt.Errorf("registering the phase metric: %w", err)
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("database").
+		// Status writes do not change the generation; reconciling them again
+		// would only repeat the work.
+		For(&dbv1.Database{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
+		Watches(&corev1.Pod{}, podToDatabase).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.BackoffBase, opts.BackoffMax),
+		}).
+		Complete(r)
+}
+
+// scope is the state of one reconcile.
+type scope struct {
+	// db is the Database as read, whose status is written at the end.
+	db *dbv1.Database
+	// spec is a defaulted copy of the Database, from which children are built.
+	spec *dbv1.Database
+	obs  observation
+}
+
+// Reconcile brings one Database's children to its spec and writes its status.
+func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	db := &dbv1.Database{}
+	if err := r.Client.Get(ctx, req.NamespacedName, db); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !db.DeletionTimestamp.IsZero() {
+		// The garbage collector deletes the children.
+		return ctrl.Result{}, nil
+	}
+
+	s := &scope{db: db, spec: db.DeepCopy(), obs: observation{generation: db.Generation}}
+	r.Rules.Default(s.spec)
+	s.obs.replicas = ptrValue(s.spec.Spec.Replicas)
+	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
+		s.obs.invalid = errs.ToAggregate()
+	}
+
+	var errs []error
+	if s.obs.invalid == nil {
+		for _, phase := range []func(context.Context, *scope) error{
+			r.reconcileSecret,
+			r.reconcileServices,
+			r.reconcileStatefulSet,
+			r.observePods,
+		} {
+			if err := phase(ctx, s); err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+	}
+
+	if err := r.writeStatus(ctx, s); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	switch {
+	case s.obs.invalid != nil:
+		// Retrying cannot help: the next spec change triggers a reconcile.
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
+	case s.obs.blocked != nil && err == nil:
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
+	case err != nil && isConflict(err):
+		// Someone changed an object since it was read; the watch event of
+		// that change triggers the next reconcile.
+		log.FromContext(ctx).V(1).Info("conflict, waiting for the next event", "error", err.Error())
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+func isConflict(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status) && apierrors.IsConflict(err)
+}
+
+// reconcileSecret creates the credentials Secret once and keeps its keys
+// other than the password in line with the spec. An existing password,
+// generated or edited by a user, is never replaced.
+func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) error {
+	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
+	live := &corev1.Secret{}
+	err := r.Client.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) {
+		// The cache holds only labelled Secrets. Before generating a
+		// password, make sure no Secret exists whose labels were edited.
+		err = r.APIReader.Get(ctx, key, live)
+	}
+	var password string
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		s.obs.secretErr = fmt.Errorf("reading Secret %s: %w", key.Name, err)
+		return s.obs.secretErr
+	default:
+		password = string(live.Data[desired.SecretKeyPassword])
+	}
+	if password == "" {
+		if password, err = generatePassword(r.Random); err != nil {
+			s.obs.secretErr = err
+			return err
+		}
+	}
+	var current client.Object
+	if live != nil {
+		current = live
+	}
+	err = r.apply(ctx, s, "Secret", current, desired.Secret(s.spec, password), func() (any, error) {
+		return corev1ac.ExtractSecret(live, desired.FieldManager)
+	})
+	s.obs.secretErr = err
+	return err
+}
+
+// reconcileServices applies the client Service and the headless Service
+// that governs the StatefulSet.
+func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) error {
+	for _, want := range []*corev1ac.ServiceApplyConfiguration{desired.ClientService(s.spec), desired.HeadlessService(s.spec)} {
+		live := &corev1.Service{}
+		current, err := r.getCached(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live)
+		if err == nil {
+			err = r.apply(ctx, s, "Service", current, want, func() (any, error) {
+				return corev1ac.ExtractService(live, desired.FieldManager)
+			})
+		}
+		if err != nil {
+			s.obs.servicesErr = err
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileStatefulSet applies the StatefulSet and records its live state.
+func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope) error {
+	if name := s.spec.Spec.Storage.StorageClassName; name != nil && *name != "" {
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: *name}, &storagev1.StorageClass{}); apierrors.IsNotFound(err) {
+			s.obs.blocked = &problem{dbv1.ReasonStorageClassNotFound,
+				fmt.Sprintf("StorageClass %q does not exist: create it, or delete and recreate the Database with an existing spec.storage.storageClassName", *name)}
+		} else if err != nil {
+			s.obs.statefulSetErr = fmt.Errorf("reading StorageClass %s: %w", *name, err)
+			return s.obs.statefulSetErr
+		}
+	}
+	live := &appsv1.StatefulSet{}
+	want := desired.StatefulSet(s.spec)
+	current, err := r.getCached(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live)
+	if err == nil {
+		if current != nil {
+			s.obs.statefulSet = live
+		}
+		err = r.apply(ctx, s, "StatefulSet", current, want, func() (any, error) {
+			return appsv1ac.ExtractStatefulSet(live, desired.FieldManager)
+		})
+	}
+	if errors.Is(err, errWrote) {
+		s.obs.statefulSetWritten = true
+		err = nil
+	}
+	s.obs.statefulSetErr = err
+	return err
+}
+
+// observePods lists the Database's pods, to report those that fail.
+func (r *DatabaseReconciler) observePods(ctx context.Context, s *scope) error {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.db.Namespace), client.MatchingLabels(desired.SelectorLabels(s.db))); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	s.obs.pods = pods.Items
+	return nil
+}
+
+// getCached reads a child from the cache; it returns a nil object, and no
+// error, when the child does not exist.
+func (r *DatabaseReconciler) getCached(ctx context.Context, key client.ObjectKey, obj client.Object) (client.Object, error) {
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %T %s: %w", obj, key.Name, err)
+	}
+	return obj, nil
+}
+
+// errWrote is returned, wrapped, by apply when only the StatefulSet's caller
+// needs to know that it wrote.
+var errWrote = errors.New("wrote")
+
+// apply writes want with server-side apply unless the fields dbkeeper
+// already owns on the live object (extracted by owned) equal it. A child
+// controlled by another object is never taken over. Every write is recorded
+// as an Event naming the fields that changed.
+func (r *DatabaseReconciler) apply(ctx context.Context, s *scope, kind string, live client.Object, want runtime.ApplyConfiguration, owned func() (any, error)) error {
+	name := objectName(want)
+	operation := "create"
+	var changes []string
+	if live != nil {
+		if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != s.db.UID {
+			s.obs.blocked = &problem{dbv1.ReasonApplyFailed,
+				fmt.Sprintf("%s %s already exists and is controlled by %s %s; delete it or rename the Database", kind, name, ref.Kind, ref.Name)}
+			return nil
+		}
+		have, err := owned()
+		if err != nil {
+			return fmt.Errorf("extracting the fields dbkeeper owns on %s %s: %w", kind, name, err)
+		}
+		changes = desired.Changes(want, have)
+		if len(changes) == 0 {
+			return nil
+		}
+		operation = "update"
+	}
+	if err := r.Client.Apply(ctx, want, client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", kind, name, err)
+	}
+	childWrites.WithLabelValues(kind, operation).Inc()
+	if operation == "create" {
+		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Created", "Apply", "created %s %s", kind, name)
+	} else {
+		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Updated", "Apply", "updated %s %s: %s", kind, name, strings.Join(changes, ", "))
+	}
+	log.FromContext(ctx).V(1).Info("applied child", "kind", kind, "name", name, "operation", operation, "fields", changes)
+	if kind == "StatefulSet" {
+		return fmt.Errorf("%s %s: %w", kind, name, errWrote)
+	}
+	return nil
+}
+
+func objectName(ac runtime.ApplyConfiguration) string {
+	switch o := ac.(type) {
+	case *corev1ac.SecretApplyConfiguration:
+		return *o.Name
+	case *corev1ac.ServiceApplyConfiguration:
+		return *o.Name
+	case *appsv1ac.StatefulSetApplyConfiguration:
+		return *o.Name
+	}
+	return fmt.Sprintf("%T", ac)
+}
+
+// writeStatus computes the status from what this reconcile observed and
+// writes it, once, only when it changed.
+func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
+	status := s.db.Status.DeepCopy()
+	setCredentialsCondition(status, s.obs)
+	setServicesCondition(status, s.obs)
+	setStatefulSetCondition(status, s.obs)
+	setSummaryConditions(status, s.obs)
+	status.Phase = phase(status, s.db.Status.Phase)
+
+	reconciled := s.obs.invalid != nil || (s.obs.secretErr == nil && s.obs.servicesErr == nil && s.obs.statefulSetErr == nil)
+	if reconciled {
+		status.ObservedGeneration = s.db.Generation
+	}
+	if s.obs.invalid == nil {
+		status.Endpoint = desired.Endpoint(s.spec)
+		status.SecretName = desired.SecretName(s.spec)
+		status.Image = s.spec.Spec.Image
+	}
+	if sts := s.obs.statefulSet; sts != nil {
+		status.Replicas = sts.Status.Replicas
+		status.ReadyReplicas = sts.Status.ReadyReplicas
+	}
+	status.Ready = fmt.Sprintf("%d/%d", status.ReadyReplicas, s.obs.replicas)
+
+	if equality.Semantic.DeepEqual(*status, s.db.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(s.db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	s.db.Status = *status
+	if err := r.Client.Status().Patch(ctx, s.db, patch); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+const (
+	passwordLength   = 32
+	passwordAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+// generatePassword returns passwordLength characters drawn uniformly from
+// passwordAlphabet.
+func generatePassword(random io.Reader) (string, error) {
+	b := make([]byte, passwordLength)
+	max := big.NewInt(int64(len(passwordAlphabet)))
+	for i := range b {
+		n, err := rand.Int(random, max)
+		if err != nil {
+			return "", fmt.Errorf("generating a password: %w", err)
+		}
+		b[i] = passwordAlphabet[n.Int64()]
+	}
+	return string(b), nil
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,338 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+)
+
+const waitTimeout = 20 * time.Second
+
+func condition(db *dbv1.Database, conditionType string) string {
+	c := meta.FindStatusCondition(db.Status.Conditions, conditionType)
+	if c == nil {
+		return "missing"
+	}
+	return fmt.Sprintf("%s/%s/gen%d: %s", c.Status, c.Reason, c.ObservedGeneration, c.Message)
+}
+
+// TestReconciler drives the controller against the real API server. envtest
+// runs no controller-manager, so StatefulSet and Pod status are set by hand.
+func TestReconciler(t *testing.T) {
+	f := newFixture(t)
+	f.createNamespace("shop")
+	f.startManager(controller.Options{})
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: "shop", Name: "orders"}
+
+	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
+		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](2)}}
+	if err := f.client.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+
+	var password string
+	t.Run("a Database gets its Secret, two Services and StatefulSet, owned and labelled", func(t *testing.T) {
+		children := map[string]client.Object{
+			"orders-credentials": &corev1.Secret{},
+			"orders":             &corev1.Service{},
+			"orders-headless":    &corev1.Service{},
+		}
+		sts := &appsv1.StatefulSet{}
+		f.eventually(waitTimeout, "the StatefulSet", func() string {
+			if err := f.client.Get(ctx, key, sts); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		children["orders/sts"] = sts
+		for name, obj := range children {
+			if name != "orders/sts" {
+				if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+			ref := metav1.GetControllerOf(obj)
+			if ref == nil || ref.Kind != dbv1.DatabaseKind || ref.Name != "orders" || ref.UID != f.database(key).UID || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+				t.Errorf("%s: controller reference %+v", name, ref)
+			}
+			labels := obj.GetLabels()
+			for _, l := range []string{desired.LabelName, desired.LabelInstance, desired.LabelManagedBy, desired.LabelComponent} {
+				if labels[l] == "" {
+					t.Errorf("%s: label %s missing in %v", name, l, labels)
+				}
+			}
+		}
+		secret := children["orders-credentials"].(*corev1.Secret)
+		password = string(secret.Data["password"])
+		if len(password) != 32 {
+			t.Errorf("password has %d characters, want 32", len(password))
+		}
+	})
+
+	t.Run("status goes Reconciling, then Ready once the StatefulSet is ready", func(t *testing.T) {
+		f.eventually(waitTimeout, "Reconciling", func() string {
+			got := f.database(key)
+			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReconciling) || got.Status.Phase != dbv1.PhaseProvisioning {
+				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReconciling)
+			}
+			return ""
+		})
+		f.markStatefulSetReady(key)
+		f.eventually(waitTimeout, "Ready", func() string {
+			got := f.database(key)
+			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) || got.Status.Phase != dbv1.PhaseReady {
+				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReady)
+			}
+			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "2/2" ||
+				got.Status.Endpoint != "orders.shop.svc:5432" || got.Status.SecretName != "orders-credentials" ||
+				got.Status.Image != "docker.io/library/postgres:17.6" {
+				return fmt.Sprintf("status %+v", got.Status)
+			}
+			return ""
+		})
+	})
+
+	t.Run("observedGeneration follows a spec change", func(t *testing.T) {
+		got := f.database(key)
+		got.Spec.Replicas = ptr.To[int32](3)
+		if err := f.client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		generation := got.Generation
+		f.eventually(waitTimeout, "Updating at the new generation", func() string {
+			got := f.database(key)
+			if got.Status.ObservedGeneration != generation || meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) {
+				return fmt.Sprintf("observed %d of %d, %s", got.Status.ObservedGeneration, generation, condition(got, dbv1.ConditionReady))
+			}
+			return ""
+		})
+		f.eventually(waitTimeout, "the StatefulSet scaled", func() string {
+			sts := &appsv1.StatefulSet{}
+			if err := f.client.Get(ctx, key, sts); err != nil || *sts.Spec.Replicas != 3 {
+				return fmt.Sprintf("%v %v", err, sts.Spec.Replicas)
+			}
+			return ""
+		})
+		f.markStatefulSetReady(key)
+		f.eventually(waitTimeout, "Ready at 3 replicas", func() string {
+			got := f.database(key)
+			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionReady)
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "3/3" {
+				return condition(got, dbv1.ConditionReady) + " ready " + got.Status.Ready
+			}
+			return ""
+		})
+	})
+
+	t.Run("no child is written at steady state", func(t *testing.T) {
+		time.Sleep(time.Second) // let the events of the last writes drain
+		f.counter.reset()
+		got := f.database(key)
+		got.Annotations = map[string]string{"example.com/touched": "1"}
+		if err := f.client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if w := f.counter.get(); len(w) != 0 {
+			t.Errorf("writes after an unrelated annotation: %v", w)
+		}
+		f.startManager(controller.Options{})
+		time.Sleep(5 * time.Second)
+		if w := f.counter.get(); len(w) != 0 {
+			t.Errorf("writes after a manager restart: %v", w)
+		}
+		if !meta.IsStatusConditionTrue(f.database(key).Status.Conditions, dbv1.ConditionReady) {
+			t.Errorf("not Ready after the restart: %s", condition(f.database(key), dbv1.ConditionReady))
+		}
+	})
+
+	t.Run("drift is undone and other managers' fields survive", func(t *testing.T) {
+		sts := &appsv1.StatefulSet{}
+		if err := f.client.Get(ctx, key, sts); err != nil {
+			t.Fatal(err)
+		}
+		sts.Spec.Template.Spec.Containers[0].Image = "docker.io/library/postgres:9.6"
+		sts.Annotations = map[string]string{"example.com/owner": "team-a"}
+		if err := f.client.Update(ctx, sts, client.FieldOwner("someone")); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		delete(svc.Labels, desired.LabelComponent)
+		if err := f.client.Update(ctx, svc, client.FieldOwner("someone")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually(waitTimeout, "drift undone", func() string {
+			sts := &appsv1.StatefulSet{}
+			if err := f.client.Get(ctx, key, sts); err != nil {
+				return err.Error()
+			}
+			if img := sts.Spec.Template.Spec.Containers[0].Image; img != "docker.io/library/postgres:17.6" {
+				return "image " + img
+			}
+			if sts.Annotations["example.com/owner"] != "team-a" {
+				return fmt.Sprintf("another manager's annotation is gone: %v", sts.Annotations)
+			}
+			headless := &corev1.Service{}
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, headless); err != nil {
+				return err.Error()
+			}
+			if headless.Labels[desired.LabelComponent] == "" {
+				return "label not restored"
+			}
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &corev1.Service{}); err != nil {
+				return "client Service: " + err.Error()
+			}
+			return ""
+		})
+	})
+
+	t.Run("the password survives reconciles, restarts and a user's edit", func(t *testing.T) {
+		secretKey := client.ObjectKey{Namespace: "shop", Name: "orders-credentials"}
+		secret := &corev1.Secret{}
+		if err := f.client.Get(ctx, secretKey, secret); err != nil {
+			t.Fatal(err)
+		}
+		if string(secret.Data["password"]) != password {
+			t.Fatal("the password changed during reconciles and a restart")
+		}
+		secret.Data["password"] = []byte("chosen-by-the-user")
+		delete(secret.Labels, desired.LabelManagedBy) // the cache no longer sees it
+		if err := f.client.Update(ctx, secret, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+		got := f.database(key)
+		got.Spec.Port = ptr.To[int32](6432) // changes the Secret's port and uri
+		if err := f.client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually(waitTimeout, "the Secret to follow the port", func() string {
+			if err := f.client.Get(ctx, secretKey, secret); err != nil {
+				return err.Error()
+			}
+			if string(secret.Data["port"]) != "6432" || secret.Labels[desired.LabelManagedBy] == "" {
+				return fmt.Sprintf("port %s, labels %v", secret.Data["port"], secret.Labels)
+			}
+			return ""
+		})
+		if string(secret.Data["password"]) != "chosen-by-the-user" || !strings.Contains(string(secret.Data["uri"]), "chosen-by-the-user") {
+			t.Errorf("the user's password was not kept")
+		}
+	})
+
+	t.Run("an invalid Database is Stalled and gets no children", func(t *testing.T) {
+		bad := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "shop"},
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "12", DatabaseName: "template1"}}
+		if err := f.client.Create(ctx, bad); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually(waitTimeout, "Stalled", func() string {
+			got := f.database(client.ObjectKeyFromObject(bad))
+			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonInvalidSpec ||
+				!strings.Contains(c.Message, "spec.version") || !strings.Contains(c.Message, "spec.databaseName") || got.Status.Phase != dbv1.PhaseFailed {
+				return condition(got, dbv1.ConditionStalled)
+			}
+			return ""
+		})
+		for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}} {
+			name := "bad"
+			if _, ok := obj.(*corev1.Secret); ok {
+				name = "bad-credentials"
+			}
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); !apierrors.IsNotFound(err) {
+				t.Errorf("%T %s exists for an invalid Database (err %v)", obj, name, err)
+			}
+		}
+	})
+
+	t.Run("a pod in ImagePullBackOff makes the Database Stalled, naming the pod", func(t *testing.T) {
+		labels := desired.Labels(f.database(key), desired.ComponentDatabase)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-1", Namespace: "shop", Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "docker.io/library/postgres:17.6"}}}}
+		if err := f.client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "postgres", Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}},
+		}}}
+		if err := f.client.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually(waitTimeout, "Stalled naming the pod", func() string {
+			got := f.database(key)
+			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonImagePullFailed || !strings.Contains(c.Message, "orders-1") {
+				return condition(got, dbv1.ConditionStalled)
+			}
+			return ""
+		})
+		if err := f.client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestTransientErrorsBackOff makes every Secret write fail and counts the
+// attempts: with exponential backoff they stay few instead of hot-looping.
+func TestTransientErrorsBackOff(t *testing.T) {
+	f := newFixture(t)
+	f.createNamespace("quota")
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets", Namespace: "quota"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": resource.MustParse("0")}}}
+	if err := f.client.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	// The quota takes effect once its status is computed; envtest has no
+	// quota controller, so set it by hand.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{"count/secrets": resource.MustParse("0")}}
+	if err := f.client.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	f.startManager(controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second})
+	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "blocked", Namespace: "quota"}}
+	if err := f.client.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(db)
+	f.eventually(waitTimeout, "the failure in the status", func() string {
+		got := f.database(key)
+		c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionCredentialsReady)
+		if c == nil || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "exceeded quota") {
+			return condition(got, dbv1.ConditionCredentialsReady)
+		}
+		return ""
+	})
+	f.counter.reset()
+	time.Sleep(6 * time.Second)
+	// Backoff from 0.5s doubles: 0.5+1+2+4 > 6s, so at most about 4 attempts.
+	if w := f.counter.get(); len(w) == 0 || len(w) > 5 {
+		t.Errorf("%d Secret writes in 6s, want 1 to 5 with backoff: %v", len(w), w)
+	}
+	if got := f.database(key); meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionStalled) {
+		t.Errorf("a transient failure must not be Stalled: %s", condition(got, dbv1.ConditionStalled))
+	}
+}

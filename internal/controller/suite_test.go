@@ -1,0 +1,226 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := dbv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// writeCounter counts the manager's mutating requests to child resources.
+type writeCounter struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			for _, resource := range []string{"/secrets", "/services", "/statefulsets"} {
+				if strings.Contains(req.URL.Path, resource) {
+					c.mu.Lock()
+					c.writes = append(c.writes, req.Method+" "+req.URL.Path)
+					c.mu.Unlock()
+				}
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+func (c *writeCounter) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = nil
+}
+
+func (c *writeCounter) get() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.writes...)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// fixture is a real API server, a client for the test, and a way to run
+// the manager against it.
+type fixture struct {
+	t       *testing.T
+	cfg     *rest.Config
+	client  client.Client
+	counter *writeCounter
+	logs    *logBuffer
+	stop    func()
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	logs := &logBuffer{}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager log:\n%s", logs.String())
+		}
+	})
+	cfg := testenv.Start(t, &envtest.Environment{})
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, cfg: cfg, client: c, counter: &writeCounter{}, logs: logs}
+	t.Cleanup(func() {
+		if f.stop != nil {
+			f.stop()
+		}
+	})
+	return f
+}
+
+// startManager starts the manager with the Database controller, stopping a
+// running one first, as a restart of the operator would.
+func (f *fixture) startManager(opts controller.Options) {
+	f.t.Helper()
+	if f.stop != nil {
+		f.stop()
+	}
+	cfg := rest.CopyConfig(f.cfg)
+	cfg.Wrap(f.counter.wrap)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      controller.CacheOptions(),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if opts.MaxConcurrentReconciles == 0 {
+		opts = controller.Options{MaxConcurrentReconciles: 2, BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second}
+	}
+	r := &controller.DatabaseReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("dbkeeper"),
+		Rules:     webhooks.Rules{Clock: clock.RealClock{}},
+	}
+	if err := r.SetupWithManager(mgr, opts); err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			f.t.Errorf("manager: %v", err)
+		}
+	}()
+	f.stop = func() {
+		cancel()
+		<-done
+		f.stop = nil
+	}
+}
+
+// eventually polls check until it returns "" or the timeout passes.
+func (f *fixture) eventually(timeout time.Duration, what string, check func() string) {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = check(); last == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.t.Fatalf("timed out waiting for %s: %s", what, last)
+}
+
+// markStatefulSetReady sets the StatefulSet status as the StatefulSet
+// controller would once every replica runs the current revision, since
+// envtest runs no controller-manager.
+func (f *fixture) markStatefulSetReady(key client.ObjectKey) {
+	f.t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := f.client.Get(context.Background(), key, sts); err != nil {
+		f.t.Fatal(err)
+	}
+	n := *sts.Spec.Replicas
+	sts.Status = appsv1.StatefulSetStatus{
+		ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		CurrentReplicas: n, UpdatedReplicas: n, CurrentRevision: "rev", UpdateRevision: "rev",
+	}
+	if err := f.client.Status().Update(context.Background(), sts); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) database(key client.ObjectKey) *dbv1.Database {
+	f.t.Helper()
+	db := &dbv1.Database{}
+	if err := f.client.Get(context.Background(), key, db); err != nil {
+		f.t.Fatal(err)
+	}
+	return db
+}
+
+func (f *fixture) createNamespace(name string) {
+	f.t.Helper()
+	ns := &corev1.Namespace{}
+	ns.Name = name
+	if err := f.client.Create(context.Background(), ns); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// logBuffer keeps the manager's log and prints it when the test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

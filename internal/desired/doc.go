@@ -1,0 +1,15 @@
+// Package desired builds the objects dbkeeper wants to exist for a Database:
+// its credentials Secret, its client and headless Services, and its
+// StatefulSet, as client-go apply configurations ready for server-side apply
+// with the field manager FieldManager.
+//
+// The builders are pure functions of an already defaulted Database (see
+// webhooks/v1alpha1.Default): they read no client, clock, environment or
+// randomness, and building the same Database twice gives byte-identical JSON.
+// Randomness (the password) and every write belong to the controller.
+//
+// Changes compares a desired apply configuration with the one extracted from
+// the live object for FieldManager and names the fields that differ, so the
+// controller can skip the write when nothing does and say what changed when
+// something does.
+package desired

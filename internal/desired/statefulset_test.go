@@ -1,0 +1,475 @@
+package desired
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+func TestStatefulSetShape(t *testing.T) {
+	tests := []struct {
+		name         string
+		db           *dbv1.Database
+		wantReplicas int32
+	}{
+		{"a postgres StatefulSet is governed by the headless Service", newDatabase(dbv1.EnginePostgres), 1},
+		{"a mysql StatefulSet runs spec.replicas pods", newDatabase(dbv1.EngineMySQL, withReplicas(3)), 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sts := statefulSet(t, tt.db)
+			checkMeta(t, sts.ObjectMeta, tt.db, "orders", ComponentDatabase)
+			if sts.Kind != "StatefulSet" || sts.APIVersion != "apps/v1" {
+				t.Errorf("type is %s %s, want apps/v1 StatefulSet", sts.APIVersion, sts.Kind)
+			}
+			spec := sts.Spec
+			if spec.Replicas == nil || *spec.Replicas != tt.wantReplicas {
+				t.Errorf("replicas = %v, want %d", spec.Replicas, tt.wantReplicas)
+			}
+			if spec.ServiceName != "orders-headless" {
+				t.Errorf("serviceName = %q, want orders-headless", spec.ServiceName)
+			}
+			if spec.Selector == nil || !maps.Equal(spec.Selector.MatchLabels, SelectorLabels(tt.db)) || len(spec.Selector.MatchExpressions) != 0 {
+				t.Errorf("selector = %+v, want matchLabels %v", spec.Selector, SelectorLabels(tt.db))
+			}
+			if !maps.Equal(spec.Template.Labels, Labels(tt.db, ComponentDatabase)) {
+				t.Errorf("pod labels = %v, want %v", spec.Template.Labels, Labels(tt.db, ComponentDatabase))
+			}
+			if spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || spec.UpdateStrategy.RollingUpdate != nil {
+				t.Errorf("updateStrategy = %+v, want plain RollingUpdate", spec.UpdateStrategy)
+			}
+			if spec.PodManagementPolicy != "" {
+				t.Errorf("podManagementPolicy = %q, want it left to the default", spec.PodManagementPolicy)
+			}
+			c := onlyContainer(t, sts)
+			if c.Name != string(tt.db.Spec.Engine) || c.Image != tt.db.Spec.Image {
+				t.Errorf("container %q runs %q, want %q running %q", c.Name, c.Image, tt.db.Spec.Engine, tt.db.Spec.Image)
+			}
+			if c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("imagePullPolicy = %q, want IfNotPresent", c.ImagePullPolicy)
+			}
+			wantPort := corev1.ContainerPort{Name: string(tt.db.Spec.Engine), ContainerPort: *tt.db.Spec.Port, Protocol: corev1.ProtocolTCP}
+			if len(c.Ports) != 1 || c.Ports[0] != wantPort {
+				t.Errorf("ports = %+v, want [%+v]", c.Ports, wantPort)
+			}
+		})
+	}
+}
+
+func TestStatefulSetEnv(t *testing.T) {
+	password := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "orders-credentials"},
+		Key:                  "password",
+	}}
+	tests := []struct {
+		name string
+		db   *dbv1.Database
+		want []corev1.EnvVar
+	}{
+		{
+			name: "postgres gets user, database, password by reference and PGDATA below the mount",
+			db:   newDatabase(dbv1.EnginePostgres, withUsername("orders_app"), withDatabaseName("orders")),
+			want: []corev1.EnvVar{
+				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
+				{Name: "POSTGRES_DB", Value: "orders"},
+				{Name: "POSTGRES_PASSWORD", ValueFrom: password},
+				{Name: "POSTGRES_USER", Value: "orders_app"},
+			},
+		},
+		{
+			name: "mysql gets user, database, and the password by reference also for a local-only root",
+			db:   newDatabase(dbv1.EngineMySQL),
+			want: []corev1.EnvVar{
+				{Name: "MYSQL_DATABASE", Value: "app"},
+				{Name: "MYSQL_PASSWORD", ValueFrom: password},
+				{Name: "MYSQL_ROOT_HOST", Value: "localhost"},
+				{Name: "MYSQL_ROOT_PASSWORD", ValueFrom: password},
+				{Name: "MYSQL_USER", Value: "app"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := onlyContainer(t, statefulSet(t, tt.db))
+			if !reflect.DeepEqual(c.Env, tt.want) {
+				t.Errorf("env =\n%+v\nwant\n%+v", c.Env, tt.want)
+			}
+			if !slices.IsSortedFunc(c.Env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
+				t.Errorf("env is not sorted by name")
+			}
+			if len(c.EnvFrom) != 0 {
+				t.Errorf("envFrom = %+v, want none", c.EnvFrom)
+			}
+		})
+	}
+}
+
+func TestStatefulSetArgs(t *testing.T) {
+	params := map[string]string{
+		"shared_buffers":  "128MB",
+		"max_connections": "200",
+		"work_mem":        "4MB",
+	}
+	tests := []struct {
+		name string
+		db   *dbv1.Database
+		want []string
+	}{
+		{
+			name: "postgres without parameters passes only the port",
+			db:   newDatabase(dbv1.EnginePostgres),
+			want: []string{"-c", "port=5432"},
+		},
+		{
+			name: "postgres passes the port first, then parameters sorted by key as -c pairs",
+			db:   newDatabase(dbv1.EnginePostgres, withPort(6543), withParameters(params)),
+			want: []string{"-c", "port=6543", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
+		},
+		{
+			name: "postgres keeps a value with spaces as one argument",
+			db:   newDatabase(dbv1.EnginePostgres, withParameters(map[string]string{"log_line_prefix": "%m [%p] "})),
+			want: []string{"-c", "port=5432", "-c", "log_line_prefix=%m [%p] "},
+		},
+		{
+			name: "mysql without parameters passes only the port",
+			db:   newDatabase(dbv1.EngineMySQL),
+			want: []string{"--port=3306"},
+		},
+		{
+			name: "mysql passes the port first, then parameters sorted by key as --key=value",
+			db: newDatabase(dbv1.EngineMySQL, withParameters(map[string]string{
+				"max_connections":         "500",
+				"innodb_buffer_pool_size": "1G",
+				"character-set-server":    "utf8mb4",
+			})),
+			want: []string{"--port=3306", "--character-set-server=utf8mb4", "--innodb_buffer_pool_size=1G", "--max_connections=500"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := onlyContainer(t, statefulSet(t, tt.db))
+			if !slices.Equal(c.Args, tt.want) {
+				t.Errorf("args = %q, want %q", c.Args, tt.want)
+			}
+			if len(c.Command) != 0 {
+				t.Errorf("command = %q, want the image's entrypoint", c.Command)
+			}
+		})
+	}
+}
+
+func TestStatefulSetProbes(t *testing.T) {
+	tests := []struct {
+		name        string
+		db          *dbv1.Database
+		wantCommand []string
+	}{
+		{
+			name:        "postgres probes run pg_isready against loopback on spec.port",
+			db:          newDatabase(dbv1.EnginePostgres, withPort(6543)),
+			wantCommand: []string{"pg_isready", "--host=127.0.0.1", "--port=6543", "--username=app", "--dbname=app"},
+		},
+		{
+			name: "mysql probes run mysqladmin ping with the credentials from the environment",
+			db:   newDatabase(dbv1.EngineMySQL),
+			wantCommand: []string{"sh", "-c",
+				`exec mysqladmin ping --silent --host=127.0.0.1 --port=3306 --user="$MYSQL_USER" --password="$MYSQL_PASSWORD"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := onlyContainer(t, statefulSet(t, tt.db))
+			probes := []struct {
+				kind                               string
+				probe                              *corev1.Probe
+				period, failureThreshold, minTotal int32
+			}{
+				{"startup", c.StartupProbe, 10, 30, 300},
+				{"liveness", c.LivenessProbe, 10, 6, 0},
+				{"readiness", c.ReadinessProbe, 5, 3, 0},
+			}
+			for _, p := range probes {
+				if p.probe == nil {
+					t.Errorf("%s probe is missing", p.kind)
+					continue
+				}
+				if p.probe.Exec == nil || !slices.Equal(p.probe.Exec.Command, tt.wantCommand) {
+					t.Errorf("%s probe = %+v, want exec %q", p.kind, p.probe.ProbeHandler, tt.wantCommand)
+				}
+				want := corev1.Probe{
+					ProbeHandler:     p.probe.ProbeHandler,
+					TimeoutSeconds:   5,
+					PeriodSeconds:    p.period,
+					SuccessThreshold: 1,
+					FailureThreshold: p.failureThreshold,
+				}
+				if !reflect.DeepEqual(*p.probe, want) {
+					t.Errorf("%s probe = %+v, want %+v", p.kind, *p.probe, want)
+				}
+				if total := p.probe.PeriodSeconds * p.probe.FailureThreshold; total < p.minTotal {
+					t.Errorf("%s probe gives up after %ds, want at least %ds", p.kind, total, p.minTotal)
+				}
+			}
+		})
+	}
+}
+
+func TestStatefulSetSecurity(t *testing.T) {
+	tests := []struct {
+		name      string
+		db        *dbv1.Database
+		wantMount map[string]string // volume name → mount path
+	}{
+		{
+			name:      "postgres runs restricted with writable run and tmp directories",
+			db:        newDatabase(dbv1.EnginePostgres),
+			wantMount: map[string]string{"data": "/var/lib/postgresql/data", "run": "/var/run/postgresql", "tmp": "/tmp"},
+		},
+		{
+			name:      "mysql runs restricted with writable run and tmp directories",
+			db:        newDatabase(dbv1.EngineMySQL),
+			wantMount: map[string]string{"data": "/var/lib/mysql", "run": "/var/run/mysqld", "tmp": "/tmp"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sts := statefulSet(t, tt.db)
+			pod := sts.Spec.Template.Spec
+			uid := int64(999)
+			wantPod := &corev1.PodSecurityContext{
+				RunAsNonRoot:        ptr.To(true),
+				RunAsUser:           &uid,
+				RunAsGroup:          &uid,
+				FSGroup:             &uid,
+				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			}
+			if !reflect.DeepEqual(pod.SecurityContext, wantPod) {
+				t.Errorf("pod securityContext = %+v, want %+v", pod.SecurityContext, wantPod)
+			}
+			c := onlyContainer(t, sts)
+			wantContainer := &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				ReadOnlyRootFilesystem:   ptr.To(true),
+				RunAsNonRoot:             ptr.To(true),
+			}
+			if !reflect.DeepEqual(c.SecurityContext, wantContainer) {
+				t.Errorf("container securityContext = %+v, want %+v", c.SecurityContext, wantContainer)
+			}
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Errorf("automountServiceAccountToken = %v, want false", pod.AutomountServiceAccountToken)
+			}
+			if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+				t.Errorf("enableServiceLinks = %v, want false", pod.EnableServiceLinks)
+			}
+			if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds != 30 {
+				t.Errorf("terminationGracePeriodSeconds = %v, want 30", pod.TerminationGracePeriodSeconds)
+			}
+
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+				if m.ReadOnly {
+					t.Errorf("volume %s is mounted read-only", m.Name)
+				}
+			}
+			if !maps.Equal(mounts, tt.wantMount) {
+				t.Errorf("mounts = %v, want %v", mounts, tt.wantMount)
+			}
+			wantVolumes := []corev1.Volume{
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			}
+			if !reflect.DeepEqual(pod.Volumes, wantVolumes) {
+				t.Errorf("volumes = %+v, want %+v", pod.Volumes, wantVolumes)
+			}
+		})
+	}
+}
+
+func TestStatefulSetRetentionPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		policy dbv1.DeletionPolicy
+		want   appsv1.PersistentVolumeClaimRetentionPolicyType
+	}{
+		{"deletionPolicy Retain keeps the volumes when the StatefulSet is deleted", dbv1.DeletionPolicyRetain, appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
+		{"deletionPolicy Delete deletes the volumes with the StatefulSet", dbv1.DeletionPolicyDelete, appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
+		{"an unset deletionPolicy keeps the volumes", "", appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
+	}
+	for _, tt := range tests {
+		for _, engine := range engines {
+			t.Run(string(engine)+": "+tt.name, func(t *testing.T) {
+				sts := statefulSet(t, newDatabase(engine, withDeletionPolicy(tt.policy)))
+				want := &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+					WhenDeleted: tt.want,
+					WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				}
+				if got := sts.Spec.PersistentVolumeClaimRetentionPolicy; !reflect.DeepEqual(got, want) {
+					t.Errorf("persistentVolumeClaimRetentionPolicy = %+v, want %+v", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestStatefulSetVolumeClaimTemplate(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      []option
+		wantSize  string
+		wantClass *string
+	}{
+		{"without a storage class the cluster default is used", []option{withStorageSize("10Gi")}, "10Gi", nil},
+		{"a storage class is passed on", []option{withStorageClass("fast")}, "1Gi", ptr.To("fast")},
+		{"an empty storage class means the cluster default", []option{withStorageClass("")}, "1Gi", nil},
+	}
+	for _, tt := range tests {
+		for _, engine := range engines {
+			t.Run(string(engine)+": "+tt.name, func(t *testing.T) {
+				db := newDatabase(engine, tt.opts...)
+				sts := statefulSet(t, db)
+				if n := len(sts.Spec.VolumeClaimTemplates); n != 1 {
+					t.Fatalf("%d volumeClaimTemplates, want 1", n)
+				}
+				pvc := sts.Spec.VolumeClaimTemplates[0]
+				if pvc.Name != "data" {
+					t.Errorf("claim template is named %q, want data", pvc.Name)
+				}
+				if pvc.Kind != "PersistentVolumeClaim" || pvc.APIVersion != "v1" {
+					t.Errorf("claim template has type %q %q, want v1 PersistentVolumeClaim as the API server sets it", pvc.APIVersion, pvc.Kind)
+				}
+				if pvc.Spec.VolumeMode == nil || *pvc.Spec.VolumeMode != corev1.PersistentVolumeFilesystem {
+					t.Errorf("volumeMode = %v, want Filesystem as the API server defaults it", pvc.Spec.VolumeMode)
+				}
+				if pvc.Status.Phase != corev1.ClaimPending {
+					t.Errorf("status.phase = %q, want Pending as the API server defaults it", pvc.Status.Phase)
+				}
+				if pvc.Namespace != "" || len(pvc.OwnerReferences) != 0 {
+					t.Errorf("claim template has namespace %q and owners %v, want neither", pvc.Namespace, pvc.OwnerReferences)
+				}
+				if !maps.Equal(pvc.Labels, Labels(db, ComponentDatabase)) {
+					t.Errorf("claim labels = %v, want %v", pvc.Labels, Labels(db, ComponentDatabase))
+				}
+				if !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}) {
+					t.Errorf("accessModes = %v, want [ReadWriteOnce]", pvc.Spec.AccessModes)
+				}
+				got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+				if want := resource.MustParse(tt.wantSize); got.Cmp(want) != 0 {
+					t.Errorf("storage request = %s, want %s", got.String(), tt.wantSize)
+				}
+				if !reflect.DeepEqual(pvc.Spec.StorageClassName, tt.wantClass) {
+					t.Errorf("storageClassName = %v, want %v", ptrString(pvc.Spec.StorageClassName), ptrString(tt.wantClass))
+				}
+			})
+		}
+	}
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+func TestStatefulSetAntiAffinity(t *testing.T) {
+	tests := []struct {
+		name     string
+		replicas int32
+		want     bool
+	}{
+		{"a single replica has no anti-affinity", 1, false},
+		{"two replicas prefer different nodes", 2, true},
+		{"nine replicas prefer different nodes", 9, true},
+	}
+	for _, tt := range tests {
+		for _, engine := range engines {
+			t.Run(string(engine)+": "+tt.name, func(t *testing.T) {
+				db := newDatabase(engine, withReplicas(tt.replicas))
+				affinity := statefulSet(t, db).Spec.Template.Spec.Affinity
+				if !tt.want {
+					if affinity != nil {
+						t.Errorf("affinity = %+v, want none", affinity)
+					}
+					return
+				}
+				want := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+						Weight: 100,
+						PodAffinityTerm: corev1.PodAffinityTerm{
+							LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(db)},
+							TopologyKey:   "kubernetes.io/hostname",
+						},
+					}},
+				}}
+				if !reflect.DeepEqual(affinity, want) {
+					t.Errorf("affinity = %+v, want %+v", affinity, want)
+				}
+			})
+		}
+	}
+}
+
+func TestStatefulSetResources(t *testing.T) {
+	limits := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")}
+	tests := []struct {
+		name string
+		in   corev1.ResourceRequirements
+		want corev1.ResourceRequirements
+	}{
+		{"requests and limits are copied", corev1.ResourceRequirements{Requests: requests, Limits: limits}, corev1.ResourceRequirements{Requests: requests, Limits: limits}},
+		{"limits alone are copied", corev1.ResourceRequirements{Limits: limits}, corev1.ResourceRequirements{Limits: limits}},
+		{"no resources leave the container without any", corev1.ResourceRequirements{}, corev1.ResourceRequirements{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newDatabase(dbv1.EnginePostgres, withResources(tt.in))
+			got := onlyContainer(t, statefulSet(t, db)).Resources
+			if !resourceListEqual(got.Requests, tt.want.Requests) || !resourceListEqual(got.Limits, tt.want.Limits) {
+				t.Errorf("resources = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	t.Run("the StatefulSet does not share the Database's maps", func(t *testing.T) {
+		db := newDatabase(dbv1.EnginePostgres)
+		ac := StatefulSet(db)
+		db.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+		got := (*ac.Spec.Template.Spec.Containers[0].Resources.Requests)[corev1.ResourceCPU]
+		if got.String() != "100m" {
+			t.Errorf("cpu request changed to %s with the Database", got.String())
+		}
+	})
+}
+
+func resourceListEqual(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || v.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDataClaimName(t *testing.T) {
+	db := newDatabase(dbv1.EnginePostgres)
+	if got := DataClaimName(db, 2); got != "data-orders-2" {
+		t.Errorf("DataClaimName = %q, want data-orders-2", got)
+	}
+}

@@ -1,0 +1,28 @@
+// Package devcluster runs a local Kubernetes control plane from the pinned
+// binaries that hack/k8s-tools.sh builds (make k8s-tools): etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler and kwok, which
+// plays the kubelets of N fake nodes and binds PersistentVolumeClaims through
+// its default StorageClass "kwok-volume". StatefulSets therefore get Ready
+// pods and Bound volumes, and the garbage collector, the StatefulSet
+// controller and the scheduler behave as in a real cluster; no container ever
+// runs, so no Docker is needed.
+//
+// Start brings the components up one after another, each checked for health
+// before Start returns (etcd /health, kube-apiserver /readyz with the admin
+// client certificate, the controller manager's and scheduler's /healthz, the
+// fake nodes Ready, the default ServiceAccount made), and writes an admin
+// kubeconfig to <RunDir>/kubeconfig. Stop stops them in reverse order.
+//
+// Every component runs in its own process group with the parent-death signal
+// set to SIGKILL, so neither Stop nor a crash of the parent leaves a process
+// behind. Each component logs to <RunDir>/<component>.log; Logs returns the
+// tail of each, for test failure output.
+//
+// Certificates (an ECDSA CA, the API server's serving certificate, one client
+// certificate per component, all in the system:masters group) and the
+// service-account signing key are made in Go under <RunDir>/pki and reused if
+// the run directory is reused.
+//
+// The kwok stage files under kwok/ are copies of sigs.k8s.io/kwok v0.8.0's
+// kustomize/stage files (Apache-2.0); kwok reads them from a --config file.
+package devcluster

@@ -1,0 +1,76 @@
+// Package testenv starts the real etcd and kube-apiserver for tests, from the
+// pinned binaries `make k8s-tools` builds, with dbkeeper's CRDs installed.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// K8sVersion is the version of the pinned Kubernetes binaries.
+const K8sVersion = "v1.37.2"
+
+// BinDir returns the directory of the pinned Kubernetes binaries:
+// KUBEBUILDER_ASSETS when set (the Makefile sets it), else the cache
+// directory `make k8s-tools` builds into.
+func BinDir() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "dbkeeper", "k8s", K8sVersion)
+}
+
+// RequireBinaries skips the test in -short mode, and otherwise fails it
+// when KUBEBUILDER_ASSETS is set but lacks the binaries, or skips it with
+// the command to run when it is not set and the cache lacks them.
+func RequireBinaries(t testing.TB, names ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real API server; skipped in -short mode")
+	}
+	dir := BinDir()
+	for _, name := range append([]string{"etcd", "kube-apiserver"}, names...) {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			if os.Getenv("KUBEBUILDER_ASSETS") != "" {
+				t.Fatalf("KUBEBUILDER_ASSETS=%s has no %s: run `make k8s-tools`", dir, name)
+			}
+			t.Skipf("the pinned Kubernetes binaries are not built (%s missing): run `make k8s-tools`, or `make test`", filepath.Join(dir, name))
+		}
+	}
+	return dir
+}
+
+// ProjectRoot returns the root of the checkout, found from this file.
+func ProjectRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Start starts etcd and kube-apiserver with dbkeeper's CRDs installed and
+// stops them when the test ends. env may carry webhook install options.
+func Start(t testing.TB, env *envtest.Environment) *rest.Config {
+	t.Helper()
+	env.BinaryAssetsDirectory = RequireBinaries(t)
+	env.CRDDirectoryPaths = []string{filepath.Join(ProjectRoot(), "config", "crd", "bases")}
+	env.ErrorIfCRDPathMissing = true
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	return cfg
+}

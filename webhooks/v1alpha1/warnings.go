@@ -1,0 +1,109 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// endOfLifeNotice is how long before a version's end of life the warnings
+// start announcing it.
+const endOfLifeNotice = 90 * 24 * time.Hour
+
+// stateWarnings returns the warnings about newDB as it would be stored: its
+// version's end of life, and, on create (oldDB nil) or when the field changes
+// to it, a single replica and deletionPolicy Delete. The order is fixed.
+func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
+	var warnings admission.Warnings
+	spec := &newDB.Spec
+	if w := r.endOfLifeWarning(spec); w != "" {
+		warnings = append(warnings, w)
+	}
+	if spec.Replicas != nil && *spec.Replicas == 1 && (oldDB == nil || ptrValue(oldDB.Spec.Replicas) != 1) {
+		warnings = append(warnings, "spec.replicas is 1: there is no failover; the database is unavailable whenever its pod restarts or its node fails")
+	}
+	if spec.DeletionPolicy == dbv1.DeletionPolicyDelete && (oldDB == nil || oldDB.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete) {
+		warnings = append(warnings, "spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data are deleted with the Database")
+	}
+	return warnings
+}
+
+// endOfLifeWarning returns a warning when the spec's version has reached its
+// end of life or reaches it soon, "" otherwise.
+func (r Rules) endOfLifeWarning(spec *dbv1.DatabaseSpec) string {
+	engine, ok := dbv1.LookupEngine(spec.Engine)
+	if !ok {
+		return ""
+	}
+	version, ok := engine.LookupVersion(spec.Version)
+	if !ok {
+		return ""
+	}
+	now := r.now()
+	date := version.EndOfLife.Format(time.DateOnly)
+	switch {
+	case version.IsEndOfLife(now):
+		return fmt.Sprintf("%s %s reached end of life on %s; upgrade to a supported version", engine.Name, version.Version, date)
+	case version.IsEndOfLife(now.Add(endOfLifeNotice)):
+		return fmt.Sprintf("%s %s reaches end of life on %s; plan an upgrade to a supported version", engine.Name, version.Version, date)
+	}
+	return ""
+}
+
+// appendRestartWarning appends a warning naming the changed fields that roll
+// the StatefulSet's pods, and how many pods restart, if any do. Replica
+// changes add or remove pods but restart none.
+func appendRestartWarning(warnings admission.Warnings, oldDB, newDB *dbv1.Database) admission.Warnings {
+	fields := rollingChanges(&oldDB.Spec, &newDB.Spec)
+	if len(fields) == 0 {
+		return warnings
+	}
+	// Pods beyond the smaller count are created or removed, not restarted.
+	pods := min(ptrValue(oldDB.Spec.Replicas), ptrValue(newDB.Spec.Replicas))
+	changing := "changing " + joinFields(fields)
+	switch {
+	case pods < 1:
+		return warnings
+	case pods == 1:
+		return append(warnings, fmt.Sprintf(
+			"%s restarts the only pod of StatefulSet %s: the database is unavailable until it is ready again", changing, newDB.Name))
+	default:
+		return append(warnings, fmt.Sprintf(
+			"%s restarts %d pods of StatefulSet %s, one at a time", changing, pods, newDB.Name))
+	}
+}
+
+// rollingChanges returns the paths of the changed fields that change the pod
+// template, in a fixed order.
+func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
+	var fields []string
+	if oldSpec.Version != newSpec.Version {
+		fields = append(fields, versionPath.String())
+	} else if oldSpec.Image != newSpec.Image {
+		fields = append(fields, imagePath.String())
+	}
+	if !apiequality.Semantic.DeepEqual(oldSpec.Resources, newSpec.Resources) {
+		fields = append(fields, resourcesPath.String())
+	}
+	if !maps.Equal(oldSpec.Parameters, newSpec.Parameters) {
+		fields = append(fields, parametersPath.String())
+	}
+	if ptrValue(oldSpec.Port) != ptrValue(newSpec.Port) {
+		fields = append(fields, portPath.String())
+	}
+	return fields
+}
+
+// joinFields joins field paths as in a sentence: "a", "a and b", "a, b and c".
+func joinFields(fields []string) string {
+	if len(fields) == 1 {
+		return fields[0]
+	}
+	return strings.Join(fields[:len(fields)-1], ", ") + " and " + fields[len(fields)-1]
+}

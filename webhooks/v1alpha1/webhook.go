@@ -1,0 +1,115 @@
+package v1alpha1
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// The webhook configurations controller-gen writes to config/webhook. Their
+// paths are the ones controller-runtime's builder derives for the Database
+// kind.
+//
+// +kubebuilder:webhook:path=/mutate-dbkeeper-io-v1alpha1-database,mutating=true,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update,versions=v1alpha1,name=mdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-dbkeeper-io-v1alpha1-database,mutating=false,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update;delete,versions=v1alpha1,name=vdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+var (
+	_ admission.Defaulter[*dbv1.Database] = &DatabaseDefaulter{}
+	_ admission.Validator[*dbv1.Database] = &DatabaseValidator{}
+)
+
+// SetupWebhookWithManager registers the defaulting and validating webhooks
+// of Databases with the manager's webhook server. The manager's scheme must
+// know the dbkeeper.io/v1alpha1 types.
+func SetupWebhookWithManager(mgr ctrl.Manager, rules Rules) error {
+	err := ctrl.NewWebhookManagedBy(mgr, &dbv1.Database{}).
+		WithDefaulter(&DatabaseDefaulter{Rules: rules}).
+		WithValidator(&DatabaseValidator{Rules: rules}).
+		Complete()
+	if err != nil {
+		return fmt.Errorf("registering the Database webhooks: %w", err)
+	}
+	return nil
+}
+
+// DatabaseDefaulter is the mutating admission webhook of Databases: it
+// applies Rules.Default on create and Rules.DefaultUpdate on update.
+type DatabaseDefaulter struct {
+	Rules Rules
+}
+
+// Default defaults the Database of an admission request. On UPDATE it reads
+// the stored Database from the request, so that a version change re-defaults
+// an image that was the old version's default.
+func (d *DatabaseDefaulter) Default(ctx context.Context, db *dbv1.Database) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update {
+		d.Rules.Default(db)
+		return nil
+	}
+	oldDB, err := decodeOldObject(req)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored Database %s: %v", req.Name, err))
+	}
+	d.Rules.DefaultUpdate(oldDB, db)
+	return nil
+}
+
+// decodeOldObject returns the stored Database of an UPDATE request.
+func decodeOldObject(req admission.Request) (*dbv1.Database, error) {
+	if oldDB, ok := req.OldObject.Object.(*dbv1.Database); ok {
+		return oldDB, nil
+	}
+	if len(req.OldObject.Raw) == 0 {
+		return nil, errors.New("the request has no old object")
+	}
+	oldDB := &dbv1.Database{}
+	if err := json.Unmarshal(req.OldObject.Raw, oldDB); err != nil {
+		return nil, err
+	}
+	return oldDB, nil
+}
+
+// DatabaseValidator is the validating admission webhook of Databases: it
+// adapts Rules.ValidateCreate, ValidateUpdate and ValidateDelete, returning
+// their errors as one apierrors.NewInvalid.
+type DatabaseValidator struct {
+	Rules Rules
+}
+
+// ValidateCreate validates a Database being created.
+func (v *DatabaseValidator) ValidateCreate(_ context.Context, db *dbv1.Database) (admission.Warnings, error) {
+	warnings, errs := v.Rules.ValidateCreate(db)
+	return warnings, invalid(db, errs)
+}
+
+// ValidateUpdate validates a change of a Database.
+func (v *DatabaseValidator) ValidateUpdate(_ context.Context, oldDB, newDB *dbv1.Database) (admission.Warnings, error) {
+	warnings, errs := v.Rules.ValidateUpdate(oldDB, newDB)
+	return warnings, invalid(newDB, errs)
+}
+
+// ValidateDelete refuses to delete a protected Database.
+func (v *DatabaseValidator) ValidateDelete(_ context.Context, db *dbv1.Database) (admission.Warnings, error) {
+	warnings, errs := v.Rules.ValidateDelete(db)
+	return warnings, invalid(db, errs)
+}
+
+// invalid returns the Invalid API error of a Database's validation errors,
+// nil when there are none.
+func invalid(db *dbv1.Database, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: dbv1.GroupVersion.Group, Kind: dbv1.DatabaseKind}, db.Name, errs)
+}
