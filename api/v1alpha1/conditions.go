@@ -49,4 +49,7 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonStorageClassNotFound: the requested StorageClass does not exist.
 	ReasonStorageClassNotFound = "StorageClassNotFound"
+	// ReasonStorageResizeFailed: a data volume could not grow, typically
+	// because its StorageClass does not allow volume expansion.
+	ReasonStorageResizeFailed = "StorageResizeFailed"
 )

@@ -72,10 +72,12 @@ func CacheOptions() cache.Options {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:       managed,
-			&corev1.Service{}:      managed,
-			&appsv1.StatefulSet{}:  managed,
-			&corev1.Pod{}:          managed,
+			&corev1.Secret{}:      managed,
+			&corev1.Service{}:     managed,
+			&appsv1.StatefulSet{}: managed,
+			&corev1.Pod{}:         managed,
+			// StatefulSet claims carry the volumeClaimTemplate's labels.
+			&corev1.PersistentVolumeClaim{}: managed,
 		},
 	}
 }
@@ -85,6 +87,7 @@ func CacheOptions() cache.Options {
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -265,6 +268,9 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 	if err == nil {
 		if current != nil {
 			s.obs.statefulSet = live
+			// volumeClaimTemplates are immutable: a larger size is applied
+			// to the claims themselves.
+			keepClaimTemplateSize(want, live)
 		}
 		err = r.apply(ctx, s, "StatefulSet", current, want, func() (any, error) {
 			return appsv1ac.ExtractStatefulSet(live, desired.FieldManager)
@@ -274,8 +280,64 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 		s.obs.statefulSetWritten = true
 		err = nil
 	}
+	if err == nil && current != nil {
+		err = r.expandClaims(ctx, s)
+	}
 	s.obs.statefulSetErr = err
 	return err
+}
+
+// keepClaimTemplateSize sets the storage request of want's volumeClaimTemplates
+// to the live StatefulSet's, since the API server refuses to change them.
+func keepClaimTemplateSize(want *appsv1ac.StatefulSetApplyConfiguration, live *appsv1.StatefulSet) {
+	for i := range want.Spec.VolumeClaimTemplates {
+		w := &want.Spec.VolumeClaimTemplates[i]
+		for _, l := range live.Spec.VolumeClaimTemplates {
+			if w.Name == nil || l.Name != *w.Name || w.Spec == nil || w.Spec.Resources == nil || w.Spec.Resources.Requests == nil {
+				continue
+			}
+			if size, ok := l.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+				(*w.Spec.Resources.Requests)[corev1.ResourceStorage] = size
+			}
+		}
+	}
+}
+
+// expandClaims grows each replica's data claim to spec.storage.size. The
+// StorageClass must allow volume expansion; if it does not, the API server's
+// refusal is reported and nothing else changes.
+func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
+	size := s.spec.Spec.Storage.Size
+	if size == nil {
+		return nil
+	}
+	for i := range s.obs.replicas {
+		pvc := &corev1.PersistentVolumeClaim{}
+		key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.DataClaimName(s.db, i)}
+		if err := r.Client.Get(ctx, key, pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // not created yet: the StatefulSet creates it at the template size
+			}
+			return fmt.Errorf("reading PersistentVolumeClaim %s: %w", key.Name, err)
+		}
+		current := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if current.Cmp(*size) >= 0 {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *size
+		if err := r.Client.Patch(ctx, pvc, patch, client.FieldOwner(desired.FieldManager)); err != nil {
+			if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+				s.obs.blocked = &problem{dbv1.ReasonStorageResizeFailed,
+					fmt.Sprintf("cannot grow PersistentVolumeClaim %s to %s: %v", key.Name, size.String(), err)}
+				return nil
+			}
+			return fmt.Errorf("growing PersistentVolumeClaim %s: %w", key.Name, err)
+		}
+		childWrites.WithLabelValues("PersistentVolumeClaim", "update").Inc()
+		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Resized", "Resize", "growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String())
+	}
+	return nil
 }
 
 // observePods lists the Database's pods, to report those that fail.

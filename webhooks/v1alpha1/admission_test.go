@@ -1,0 +1,286 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+// warnings collects the warnings the API server returns to a client.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+// TestAdmission serves the webhooks over TLS, registers them with the
+// generated webhook manifests, and lets the real kube-apiserver call them.
+func TestAdmission(t *testing.T) {
+	env := &envtest.Environment{WebhookInstallOptions: envtest.WebhookInstallOptions{
+		Paths: []string{filepath.Join(testenv.ProjectRoot(), "config", "webhook", "manifests.yaml")},
+	}}
+	cfg := testenv.Start(t, env)
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := dbv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	opts := env.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: opts.LocalServingHost, Port: opts.LocalServingPort, CertDir: opts.LocalServingCertDir,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }},
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhooks.SetupWebhookWithManager(mgr, webhooks.Rules{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitForServing(t, fmt.Sprintf("%s:%d", opts.LocalServingHost, opts.LocalServingPort))
+
+	seen := &warnings{}
+	warnCfg := rest.CopyConfig(cfg)
+	warnCfg.WarningHandlerWithContext = seen
+	c, err := client.New(warnCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+
+	t.Run("a minimal Database is stored with every default", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "minimal", Namespace: "default"}}
+		if err := c.Create(bg, db); err != nil {
+			t.Fatal(err)
+		}
+		got := &dbv1.Database{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(db), got); err != nil {
+			t.Fatal(err)
+		}
+		s := got.Spec
+		if s.Engine != dbv1.EnginePostgres || s.Version != "17" || s.Image != "docker.io/library/postgres:17.6" ||
+			ptr.Deref(s.Replicas, 0) != 1 || s.Storage.Size == nil || s.Storage.Size.String() != "1Gi" ||
+			s.DatabaseName != "app" || s.Username != "app" || ptr.Deref(s.Port, 0) != 5432 || s.DeletionPolicy != dbv1.DeletionPolicyRetain ||
+			s.Resources.Requests.Cpu().String() != "100m" || s.Resources.Requests.Memory().String() != "256Mi" {
+			t.Errorf("defaults not stored: %+v", s)
+		}
+		if w := seen.take(); !containsAll(strings.Join(w, "\n"), "spec.replicas is 1") {
+			t.Errorf("warnings = %q, want the single-replica warning", w)
+		}
+	})
+
+	t.Run("a mysql Database gets mysql defaults", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "my", Namespace: "default"}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL}}
+		if err := c.Create(bg, db); err != nil {
+			t.Fatal(err)
+		}
+		if db.Spec.Version != "8.4" || ptr.Deref(db.Spec.Port, 0) != 3306 || db.Spec.Image != "docker.io/library/mysql:8.4.6" {
+			t.Errorf("mysql defaults: %+v", db.Spec)
+		}
+	})
+
+	t.Run("an invalid create is rejected with every cause at once", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "12", Image: "postgres:latest",
+				DatabaseName: "postgres", Username: "1admin", Parameters: map[string]string{"port": "6543"}}}
+		err := c.Create(bg, db)
+		if !apierrors.IsInvalid(err) {
+			t.Fatalf("want Invalid, got %v", err)
+		}
+		var status apierrors.APIStatus
+		if !errors.As(err, &status) {
+			t.Fatalf("not an API status: %v", err)
+		}
+		fields := map[string]bool{}
+		for _, cause := range status.Status().Details.Causes {
+			fields[cause.Field] = true
+		}
+		for _, want := range []string{"spec.version", "spec.image", "spec.databaseName", "spec.username", "spec.parameters[port]"} {
+			if !fields[want] {
+				t.Errorf("no cause for %s in %v", want, err)
+			}
+		}
+	})
+
+	t.Run("immutable fields, shrinking and downgrades are forbidden on update", func(t *testing.T) {
+		size := resource.MustParse("10Gi")
+		base := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3),
+				Storage: dbv1.StorageSpec{Size: &size, StorageClassName: ptr.To("fast")}}}
+		if err := c.Create(bg, base); err != nil {
+			t.Fatal(err)
+		}
+		tests := map[string]struct {
+			change func(*dbv1.Database)
+			field  string
+		}{
+			"storage may not shrink":            {func(d *dbv1.Database) { d.Spec.Storage.Size = ptr.To(resource.MustParse("5Gi")) }, "spec.storage.size"},
+			"the engine is immutable":           {func(d *dbv1.Database) { d.Spec.Engine = dbv1.EnginePostgres; d.Spec.Version = "17"; d.Spec.Image = "" }, "spec.engine"},
+			"the database name is immutable":    {func(d *dbv1.Database) { d.Spec.DatabaseName = "other" }, "spec.databaseName"},
+			"the storage class is immutable":    {func(d *dbv1.Database) { d.Spec.Storage.StorageClassName = ptr.To("slow") }, "spec.storageClassName"},
+			"the major version may not go down": {func(d *dbv1.Database) { d.Spec.Version = "8.0"; d.Spec.Image = "" }, "spec.version"},
+		}
+		for name, tt := range tests {
+			t.Run(name, func(t *testing.T) {
+				db := &dbv1.Database{}
+				if err := c.Get(bg, client.ObjectKeyFromObject(base), db); err != nil {
+					t.Fatal(err)
+				}
+				tt.change(db)
+				err := c.Update(bg, db)
+				if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "Forbidden") || !strings.Contains(err.Error(), strings.TrimPrefix(tt.field, "spec.")) {
+					t.Errorf("want Forbidden on %s, got %v", tt.field, err)
+				}
+			})
+		}
+		t.Run("growing storage and a minor image bump pass, with the restart warning", func(t *testing.T) {
+			db := &dbv1.Database{}
+			if err := c.Get(bg, client.ObjectKeyFromObject(base), db); err != nil {
+				t.Fatal(err)
+			}
+			seen.take()
+			db.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi"))
+			db.Spec.Image = "docker.io/library/mysql:8.4.7"
+			if err := c.Update(bg, db); err != nil {
+				t.Fatal(err)
+			}
+			if w := strings.Join(seen.take(), "\n"); !containsAll(w, "restarts 3 pods of StatefulSet orders") {
+				t.Errorf("warnings = %q, want the restart warning", w)
+			}
+		})
+	})
+
+	t.Run("delete is refused while deletionProtection is true", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "protected", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{DeletionProtection: true}}
+		if err := c.Create(bg, db); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Delete(bg, db)
+		if err == nil || !strings.Contains(err.Error(), "deletionProtection") {
+			t.Fatalf("delete of a protected Database: %v", err)
+		}
+		db.Spec.DeletionProtection = false
+		if err := c.Update(bg, db); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(bg, db); err != nil {
+			t.Errorf("delete after unprotecting: %v", err)
+		}
+	})
+
+	t.Run("kubectl shows the errors and the warnings", func(t *testing.T) {
+		user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig, err := user.KubeConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		samples := filepath.Join(testenv.ProjectRoot(), "config", "samples")
+		kubectl := func(args ...string) (string, error) {
+			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"--kubeconfig", path, "-n", "default"}, args...)...)
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		out, err := kubectl("apply", "-f", filepath.Join(samples, "invalid", "many-errors.yaml"))
+		t.Logf("kubectl apply -f config/samples/invalid/many-errors.yaml:\n%s", out)
+		if err == nil {
+			t.Fatal("kubectl apply of an invalid Database succeeded")
+		}
+		if !containsAll(out, `The Database "broken" is invalid`, "spec.version: Unsupported value", "spec.image", "spec.databaseName", "spec.username", "spec.parameters[port]: Forbidden") {
+			t.Errorf("kubectl did not print every field error")
+		}
+		out, err = kubectl("apply", "-f", filepath.Join(samples, "mysql.yaml"))
+		t.Logf("kubectl apply -f config/samples/mysql.yaml:\n%s", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !containsAll(out, "Warning:", "spec.replicas is 1", "deletionPolicy", "database.dbkeeper.io/catalog created") {
+			t.Errorf("kubectl did not print the warnings")
+		}
+	})
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitForServing waits until the webhook server accepts TLS connections.
+func waitForServing(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
+		if err == nil {
+			_ = conn.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the webhook server at %s did not start", addr)
+}
