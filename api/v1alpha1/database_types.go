@@ -228,7 +228,3 @@ type DatabaseList struct {
 	// items are the Databases.
 	Items []Database `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Database{}, &DatabaseList{})
-}

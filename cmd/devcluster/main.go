@@ -35,10 +35,6 @@ Runs a local Kubernetes %s cluster until interrupted. Flags:
 }
 
 func run(args []string) error {
-	if len(args) == 0 || args[0] != "up" {
-		usage()
-		return errors.New(`devcluster: expected the subcommand "up"`)
-	}
 	fs := flag.NewFlagSet("devcluster up", flag.ContinueOnError)
 	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	var opts devcluster.Options
@@ -48,6 +44,10 @@ func run(args []string) error {
 	fs.IntVar(&opts.APIServerPort, "apiserver-port", 0, "kube-apiserver port on 127.0.0.1 (0: a free port)")
 	fs.IntVar(&opts.EtcdPort, "etcd-port", 0, "etcd client port on 127.0.0.1 (0: a free port)")
 	fs.StringVar(&opts.BinDir, "bin-dir", devcluster.DefaultBinDir(), "directory with the Kubernetes binaries (make k8s-tools)")
+	if len(args) == 0 || args[0] != "up" {
+		fs.Usage()
+		return errors.New(`devcluster: expected the subcommand "up"`)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

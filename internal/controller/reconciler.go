@@ -180,13 +180,20 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case s.obs.blocked != nil && err == nil:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
 	case err != nil && isConflict(err):
-		// Someone changed an object since it was read; the watch event of
-		// that change triggers the next reconcile.
-		log.FromContext(ctx).V(1).Info("conflict, waiting for the next event", "error", err.Error())
-		return ctrl.Result{}, nil
+		// The Database changed since the cache returned it, most often by
+		// this controller's previous status write that the cache has not
+		// caught up with yet. That change may be status-only, which the
+		// predicates filter out, so wait for the cache rather than for an
+		// event. Not an error: nothing failed.
+		log.FromContext(ctx).V(1).Info("conflict writing status, retrying once the cache caught up", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
 	}
 	return ctrl.Result{}, err
 }
+
+// conflictRetryDelay is how long a reconcile whose status write met a
+// conflict waits for the cache to catch up before it runs again.
+const conflictRetryDelay = time.Second
 
 func isConflict(err error) bool {
 	var status apierrors.APIStatus
@@ -335,7 +342,8 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
 			return fmt.Errorf("growing PersistentVolumeClaim %s: %w", key.Name, err)
 		}
 		childWrites.WithLabelValues("PersistentVolumeClaim", "update").Inc()
-		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Resized", "Resize", "growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String())
+		related := &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: key.Namespace, Name: key.Name}
+		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Resized", "Resize", "growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String())
 	}
 	return nil
 }
@@ -394,10 +402,13 @@ func (r *DatabaseReconciler) apply(ctx context.Context, s *scope, kind string, l
 		return fmt.Errorf("applying %s %s: %w", kind, name, err)
 	}
 	childWrites.WithLabelValues(kind, operation).Inc()
+	// The child is the Event's related object: Events of one reason about
+	// one Database are otherwise merged into a series showing only the first.
+	related := &corev1.ObjectReference{APIVersion: apiVersions[kind], Kind: kind, Namespace: s.db.Namespace, Name: name}
 	if operation == "create" {
-		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Created", "Apply", "created %s %s", kind, name)
+		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Created", "Apply", "created %s %s", kind, name)
 	} else {
-		r.Recorder.Eventf(s.db, nil, corev1.EventTypeNormal, "Updated", "Apply", "updated %s %s: %s", kind, name, strings.Join(changes, ", "))
+		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Updated", "Apply", "updated %s %s: %s", kind, name, strings.Join(changes, ", "))
 	}
 	log.FromContext(ctx).V(1).Info("applied child", "kind", kind, "name", name, "operation", operation, "fields", changes)
 	if kind == "StatefulSet" {
@@ -405,6 +416,9 @@ func (r *DatabaseReconciler) apply(ctx context.Context, s *scope, kind string, l
 	}
 	return nil
 }
+
+// apiVersions are the API versions of the kinds of children.
+var apiVersions = map[string]string{"Secret": "v1", "Service": "v1", "StatefulSet": "apps/v1", "PersistentVolumeClaim": "v1"}
 
 func objectName(ac runtime.ApplyConfiguration) string {
 	switch o := ac.(type) {

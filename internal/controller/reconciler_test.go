@@ -54,7 +54,7 @@ func TestReconciler(t *testing.T) {
 			"orders-headless":    &corev1.Service{},
 		}
 		sts := &appsv1.StatefulSet{}
-		f.eventually(waitTimeout, "the StatefulSet", func() string {
+		f.eventually("the StatefulSet", func() string {
 			if err := f.client.Get(ctx, key, sts); err != nil {
 				return err.Error()
 			}
@@ -86,7 +86,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("status goes Reconciling, then Ready once the StatefulSet is ready", func(t *testing.T) {
-		f.eventually(waitTimeout, "Reconciling", func() string {
+		f.eventually("Reconciling", func() string {
 			got := f.database(key)
 			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReconciling) || got.Status.Phase != dbv1.PhaseProvisioning {
 				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReconciling)
@@ -94,7 +94,7 @@ func TestReconciler(t *testing.T) {
 			return ""
 		})
 		f.markStatefulSetReady(key)
-		f.eventually(waitTimeout, "Ready", func() string {
+		f.eventually("Ready", func() string {
 			got := f.database(key)
 			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) || got.Status.Phase != dbv1.PhaseReady {
 				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReady)
@@ -115,14 +115,14 @@ func TestReconciler(t *testing.T) {
 			t.Fatal(err)
 		}
 		generation := got.Generation
-		f.eventually(waitTimeout, "Updating at the new generation", func() string {
+		f.eventually("Updating at the new generation", func() string {
 			got := f.database(key)
 			if got.Status.ObservedGeneration != generation || meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) {
 				return fmt.Sprintf("observed %d of %d, %s", got.Status.ObservedGeneration, generation, condition(got, dbv1.ConditionReady))
 			}
 			return ""
 		})
-		f.eventually(waitTimeout, "the StatefulSet scaled", func() string {
+		f.eventually("the StatefulSet scaled", func() string {
 			sts := &appsv1.StatefulSet{}
 			if err := f.client.Get(ctx, key, sts); err != nil || *sts.Spec.Replicas != 3 {
 				return fmt.Sprintf("%v %v", err, sts.Spec.Replicas)
@@ -130,7 +130,7 @@ func TestReconciler(t *testing.T) {
 			return ""
 		})
 		f.markStatefulSetReady(key)
-		f.eventually(waitTimeout, "Ready at 3 replicas", func() string {
+		f.eventually("Ready at 3 replicas", func() string {
 			got := f.database(key)
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionReady)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "3/3" {
@@ -183,7 +183,7 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually(waitTimeout, "drift undone", func() string {
+		f.eventually("drift undone", func() string {
 			sts := &appsv1.StatefulSet{}
 			if err := f.client.Get(ctx, key, sts); err != nil {
 				return err.Error()
@@ -227,7 +227,7 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually(waitTimeout, "the Secret to follow the port", func() string {
+		f.eventually("the Secret to follow the port", func() string {
 			if err := f.client.Get(ctx, secretKey, secret); err != nil {
 				return err.Error()
 			}
@@ -247,7 +247,7 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Create(ctx, bad); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually(waitTimeout, "Stalled", func() string {
+		f.eventually("Stalled", func() string {
 			got := f.database(client.ObjectKeyFromObject(bad))
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonInvalidSpec ||
@@ -281,7 +281,7 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Status().Update(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually(waitTimeout, "Stalled naming the pod", func() string {
+		f.eventually("Stalled naming the pod", func() string {
 			got := f.database(key)
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonImagePullFailed || !strings.Contains(c.Message, "orders-1") {
@@ -318,7 +318,7 @@ func TestTransientErrorsBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(db)
-	f.eventually(waitTimeout, "the failure in the status", func() string {
+	f.eventually("the failure in the status", func() string {
 		got := f.database(key)
 		c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionCredentialsReady)
 		if c == nil || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "exceeded quota") {

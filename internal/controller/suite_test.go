@@ -157,9 +157,9 @@ func (f *fixture) startManager(opts controller.Options) {
 }
 
 // eventually polls check until it returns "" or the timeout passes.
-func (f *fixture) eventually(timeout time.Duration, what string, check func() string) {
+func (f *fixture) eventually(what string, check func() string) {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(waitTimeout)
 	last := ""
 	for time.Now().Before(deadline) {
 		if last = check(); last == "" {
@@ -167,7 +167,7 @@ func (f *fixture) eventually(timeout time.Duration, what string, check func() st
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	f.t.Fatalf("timed out waiting for %s: %s", what, last)
+	f.t.Fatalf("timed out after %s waiting for %s: %s", waitTimeout, what, last)
 }
 
 // markStatefulSetReady sets the StatefulSet status as the StatefulSet

@@ -58,7 +58,8 @@ func TestBuildersAreDeterministic(t *testing.T) {
 func TestParametersAreSortedInArgs(t *testing.T) {
 	db := newDatabase(dbv1.EnginePostgres, withParameters(twentyParameters()))
 	args := onlyContainer(t, statefulSet(t, db)).Args
-	want := []string{"-c", "port=5432"}
+	want := make([]string, 0, 42)
+	want = append(want, "-c", "port=5432")
 	for i := range 20 {
 		want = append(want, "-c", fmt.Sprintf("setting_%02d=%d", i, 19-i))
 	}

@@ -61,7 +61,7 @@ func managedFields(t *testing.T, ac any) metav1.ManagedFieldsEntry {
 		Operation:  metav1.ManagedFieldsOperationApply,
 		APIVersion: u.GetAPIVersion(),
 		FieldsType: "FieldsV1",
-		FieldsV1:   &metav1.FieldsV1{Raw: fields},
+		FieldsV1:   metav1.NewFieldsV1(string(fields)),
 	}
 }
 
@@ -71,7 +71,7 @@ var kubectlAnnotation = metav1.ManagedFieldsEntry{
 	Operation:  metav1.ManagedFieldsOperationUpdate,
 	APIVersion: "v1",
 	FieldsType: "FieldsV1",
-	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:note":{}}}}`)},
+	FieldsV1:   metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:note":{}}}}`),
 }
 
 // liveMeta gives a live object what the API server and another manager add

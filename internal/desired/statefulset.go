@@ -58,10 +58,8 @@ func StatefulSet(db *dbv1.Database) *appsv1ac.StatefulSetApplyConfiguration {
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
-		)
-	if replicas(db) > 1 {
-		pod.WithAffinity(antiAffinity(db))
-	}
+		).
+		WithAffinity(antiAffinity(db))
 
 	return appsv1ac.StatefulSet(StatefulSetName(db), db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).
@@ -275,7 +273,8 @@ func probe(command []string, periodSeconds, failureThreshold int32) *corev1ac.Pr
 
 // antiAffinity prefers spreading the replicas over nodes. It is preferred,
 // not required, so that a cluster with fewer nodes than replicas still runs
-// them all.
+// them all. It is set whatever the replica count: adding it when scaling
+// from one replica would change the pod template and restart the only pod.
 func antiAffinity(db *dbv1.Database) *corev1ac.AffinityApplyConfiguration {
 	return corev1ac.Affinity().WithPodAntiAffinity(corev1ac.PodAntiAffinity().
 		WithPreferredDuringSchedulingIgnoredDuringExecution(corev1ac.WeightedPodAffinityTerm().

@@ -156,6 +156,10 @@ func (c *Cluster) defineProcesses() {
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// On SIGTERM, shut the HTTP server down with a 2s timeout rather
+		// than the request timeout (60s), which open watches otherwise use
+		// up when the API server stops alone (StopAPIServer).
+		"--shutdown-send-retry-after=true",
 	)
 
 	kcmKubeconfig := c.componentKubeconfig(KubeControllerManager)

@@ -308,14 +308,16 @@ func (c *Cluster) StopAPIServer() error {
 // StartAPIServer starts kube-apiserver again, with the same port, flags and
 // certificates, and waits until it is ready.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	c.mu.Lock()
-	stopped := c.stopped
-	c.mu.Unlock()
-	if stopped {
-		return errors.New("devcluster: cluster is stopped")
-	}
 	t := time.Now()
-	if err := c.apiserver.start(); err != nil {
+	// Under mu, so that Stop, which sets stopped first, either refuses
+	// this start or stops the API server it started.
+	c.mu.Lock()
+	err := errors.New("devcluster: cluster is stopped")
+	if !c.stopped {
+		err = c.apiserver.start()
+	}
+	c.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, c.apiserver, c.apiserverReady); err != nil {
@@ -340,13 +342,7 @@ func (c *Cluster) Wait(ctx context.Context) error {
 // kubeconfig, and returns its output.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, Kubectl), args...)
-	env := make([]string, 0, len(os.Environ())+1)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBECONFIG=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env, "KUBECONFIG="+c.Kubeconfig)
+	cmd.Env = append(envWithout(os.Environ(), "KUBECONFIG"), "KUBECONFIG="+c.Kubeconfig)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -408,7 +404,7 @@ func (c *Cluster) waitReady(ctx context.Context, p *process, ready func(context.
 	for {
 		_, done, running := p.running()
 		if !running {
-			return fmt.Errorf("devcluster: %s exited during start-up: %v\n%s", p.name, p.exitErr(), p.tail(30))
+			return fmt.Errorf("devcluster: %s exited during start-up: %w\n%s", p.name, p.exitErr(), p.tail(30))
 		}
 		probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 		last = ready(probeCtx)
@@ -418,7 +414,7 @@ func (c *Cluster) waitReady(ctx context.Context, p *process, ready func(context.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("devcluster: %s not ready: %w (last check: %v)\n%s", p.name, ctx.Err(), last, p.tail(30))
+			return fmt.Errorf("devcluster: %s not ready: %w (last check: %w)\n%s", p.name, ctx.Err(), last, p.tail(30))
 		case <-done:
 		case <-tick.C:
 		}

@@ -37,7 +37,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 func TestCluster(t *testing.T) {
 	binDir := DefaultBinDir()
 	if err := CheckBinaries(binDir); err != nil {
-		t.Skipf("skipping: %v (run `make k8s-tools` to build the Kubernetes %s binaries)", err, KubernetesVersion)
+		t.Skipf("skipping: %v", err)
 	}
 	if testing.Short() {
 		t.Skip("skipping: starts a cluster; not in -short mode")
@@ -133,9 +133,17 @@ func testStatefulSet(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitStatefulSetReady(ctx, t, cs, ns, sts.Name, 2)
+	t.Logf("StatefulSet 2/2 ready, claims Bound, in %s", time.Since(began).Round(time.Millisecond))
+}
+
+// waitStatefulSetReady waits until StatefulSet name has want ready replicas
+// and the namespace has want claims, all Bound through kwok-volume.
+func waitStatefulSetReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string, want int32) {
+	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := cs.AppsV1().StatefulSets(ns).Get(ctx, sts.Name, metav1.GetOptions{})
+		got, err := cs.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -149,13 +157,12 @@ func testStatefulSet(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 				bound++
 			}
 		}
-		last = fmt.Sprintf("readyReplicas %d/2, %d/%d claims Bound", got.Status.ReadyReplicas, bound, len(pvcs.Items))
-		return got.Status.ReadyReplicas == 2 && bound == 2 && len(pvcs.Items) == 2, nil
+		last = fmt.Sprintf("readyReplicas %d/%d, %d/%d claims Bound", got.Status.ReadyReplicas, want, bound, len(pvcs.Items))
+		return got.Status.ReadyReplicas == want && bound == int(want) && len(pvcs.Items) == int(want), nil
 	})
 	if err != nil {
-		t.Fatalf("StatefulSet not ready with bound claims: %v (%s)", err, last)
+		t.Fatalf("StatefulSet %s not ready with bound claims: %v (%s)", name, err, last)
 	}
-	t.Logf("StatefulSet 2/2 ready, claims Bound, in %s", time.Since(began).Round(time.Millisecond))
 }
 
 func testGarbageCollector(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
@@ -239,7 +246,15 @@ func testRestartAPIServer(ctx context.Context, t *testing.T, c *Cluster, cs kube
 	if _, err := cs.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{}); err != nil {
 		t.Errorf("StatefulSet after restart: %v", err)
 	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restart"}}, metav1.CreateOptions{}); err != nil {
-		t.Errorf("create after restart: %v", err)
+	// The controller manager, scheduler and kwok reconnected: a scale-up
+	// gets a new pod scheduled, Ready, with a Bound claim.
+	scale, err := cs.AppsV1().StatefulSets(ns).GetScale(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	scale.Spec.Replicas = 3
+	if _, err := cs.AppsV1().StatefulSets(ns).UpdateScale(ctx, "db", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatefulSetReady(ctx, t, cs, ns, "db", 3)
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -128,7 +127,7 @@ func (r Rules) ValidateCreate(db *dbv1.Database) (admission.Warnings, field.Erro
 func (r Rules) ValidateUpdate(oldDB, newDB *dbv1.Database) (admission.Warnings, field.ErrorList) {
 	oldDB = oldDB.DeepCopy()
 	r.Default(oldDB)
-	if apiequality.Semantic.DeepEqual(oldDB.Spec, newDB.Spec) {
+	if specEquality.DeepEqual(oldDB.Spec, newDB.Spec) {
 		return nil, nil
 	}
 	errs := r.Validate(newDB)
@@ -289,11 +288,11 @@ func validateStorage(spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	} else {
 		switch {
 		case size.Sign() <= 0:
-			*errs = append(*errs, field.Invalid(sizePath, quantityString(*size), "must be greater than zero"))
-		case size.Cmp(MinStorageSize) < 0:
-			*errs = append(*errs, field.Invalid(sizePath, quantityString(*size), "must be at least "+quantityString(MinStorageSize)))
-		case size.Cmp(MaxStorageSize) > 0:
-			*errs = append(*errs, field.Invalid(sizePath, quantityString(*size), "must be at most "+quantityString(MaxStorageSize)))
+			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be greater than zero"))
+		case compareQuantities(*size, MinStorageSize) < 0:
+			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at least "+quantityString(MinStorageSize)))
+		case compareQuantities(*size, MaxStorageSize) > 0:
+			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at most "+quantityString(MaxStorageSize)))
 		}
 	}
 	if class := spec.Storage.StorageClassName; class != nil && *class != "" {
@@ -303,12 +302,6 @@ func validateStorage(spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	}
 }
 
-// quantityString formats a quantity without caching the string in the
-// caller's value, so validation never modifies its input.
-func quantityString(q resource.Quantity) string {
-	return q.String()
-}
-
 // validateResources checks that quantities are not negative, that no
 // request exceeds its limit, and that no dynamic resource claim is named
 // (the pod dbkeeper builds declares none).
@@ -316,19 +309,23 @@ func validateResources(res *corev1.ResourceRequirements, errs *field.ErrorList) 
 	for _, name := range sortedKeys(res.Requests) {
 		request := res.Requests[name]
 		path := resourcesPath.Child("requests").Key(string(name))
-		if request.Sign() < 0 {
-			*errs = append(*errs, field.Invalid(path, quantityString(request), "must be greater than or equal to 0"))
-			continue
-		}
-		if limit, ok := res.Limits[name]; ok && limit.Sign() >= 0 && request.Cmp(limit) > 0 {
-			*errs = append(*errs, field.Invalid(path, quantityString(request),
+		switch limit, hasLimit := res.Limits[name]; {
+		case !quantityInRange(request):
+			*errs = append(*errs, field.Invalid(path, quantityValue(request), outOfRangeDetail))
+		case request.Sign() < 0:
+			*errs = append(*errs, field.Invalid(path, quantityValue(request), "must be greater than or equal to 0"))
+		case hasLimit && quantityInRange(limit) && limit.Sign() >= 0 && request.Cmp(limit) > 0:
+			*errs = append(*errs, field.Invalid(path, quantityValue(request),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, quantityString(limit))))
 		}
 	}
 	for _, name := range sortedKeys(res.Limits) {
-		if limit := res.Limits[name]; limit.Sign() < 0 {
-			*errs = append(*errs, field.Invalid(resourcesPath.Child("limits").Key(string(name)),
-				quantityString(limit), "must be greater than or equal to 0"))
+		path := resourcesPath.Child("limits").Key(string(name))
+		switch limit := res.Limits[name]; {
+		case !quantityInRange(limit):
+			*errs = append(*errs, field.Invalid(path, quantityValue(limit), outOfRangeDetail))
+		case limit.Sign() < 0:
+			*errs = append(*errs, field.Invalid(path, quantityValue(limit), "must be greater than or equal to 0"))
 		}
 	}
 	if len(res.Claims) > 0 {
@@ -517,7 +514,7 @@ func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorLi
 	if oldClass := ptrValue(oldSpec.Storage.StorageClassName); oldClass != "" && ptrValue(newSpec.Storage.StorageClassName) != oldClass {
 		add = append(add, field.Forbidden(storageClassPath, fmt.Sprintf("field is immutable once set (was %q)", oldClass)))
 	}
-	if oldSize, newSize := oldSpec.Storage.Size, newSpec.Storage.Size; oldSize != nil && newSize != nil && !failed(sizePath) && newSize.Cmp(*oldSize) < 0 {
+	if oldSize, newSize := oldSpec.Storage.Size, newSpec.Storage.Size; oldSize != nil && newSize != nil && !failed(sizePath) && compareQuantities(*newSize, *oldSize) < 0 {
 		add = append(add, field.Forbidden(sizePath, fmt.Sprintf("may not be decreased (from %s to %s)", quantityString(*oldSize), quantityString(*newSize))))
 	}
 	*errs = append(*errs, add...)

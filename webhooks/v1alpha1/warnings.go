@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -88,7 +87,7 @@ func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
 	} else if oldSpec.Image != newSpec.Image {
 		fields = append(fields, imagePath.String())
 	}
-	if !apiequality.Semantic.DeepEqual(oldSpec.Resources, newSpec.Resources) {
+	if !specEquality.DeepEqual(oldSpec.Resources, newSpec.Resources) {
 		fields = append(fields, resourcesPath.String())
 	}
 	if !maps.Equal(oldSpec.Parameters, newSpec.Parameters) {

@@ -1,0 +1,187 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Names of the webhook configurations Install creates.
+const (
+	MutatingWebhookName   = "dbkeeper-mutating-webhook-configuration"
+	ValidatingWebhookName = "dbkeeper-validating-webhook-configuration"
+)
+
+// Install creates or updates dbkeeper's CRD from root/config/crd/bases and
+// the webhook configurations of root/config/webhook/manifests.yaml, with
+// their services replaced by URLs on 127.0.0.1:webhookPort and the caBundle
+// of a CA generated for the purpose. The serving certificate and key are
+// written to certDir for the manager's --webhook-cert-dir.
+func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhookPort int) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	crdFiles, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(crdFiles) == 0 {
+		return fmt.Errorf("no CRD in %s: run `make manifests`", filepath.Join(root, "config", "crd", "bases"))
+	}
+	for _, file := range crdFiles {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := readYAML(file, crd); err != nil {
+			return err
+		}
+		if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+			return err
+		}
+		if err := waitEstablished(ctx, c, crd.Name); err != nil {
+			return err
+		}
+	}
+
+	ca, err := writeServingCert(certDir)
+	if err != nil {
+		return fmt.Errorf("writing the webhook certificate: %w", err)
+	}
+	mutating, validating, err := readWebhooks(filepath.Join(root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return err
+	}
+	url := func(cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+		path := ""
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		u := fmt.Sprintf("https://127.0.0.1:%d%s", webhookPort, path)
+		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: ca}
+	}
+	mutating.Name = MutatingWebhookName
+	for i := range mutating.Webhooks {
+		mutating.Webhooks[i].ClientConfig = url(mutating.Webhooks[i].ClientConfig)
+	}
+	validating.Name = ValidatingWebhookName
+	for i := range validating.Webhooks {
+		validating.Webhooks[i].ClientConfig = url(validating.Webhooks[i].ClientConfig)
+	}
+	if err := createOrReplace(ctx, c, mutating, &admissionregistrationv1.MutatingWebhookConfiguration{}); err != nil {
+		return err
+	}
+	return createOrReplace(ctx, c, validating, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+}
+
+// Uninstall deletes the webhook configurations Install created, so that the
+// API server admits Databases without calling dbkeeper.
+func Uninstall(ctx context.Context, cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{},
+	} {
+		name := MutatingWebhookName
+		if _, ok := obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
+			name = ValidatingWebhookName
+		}
+		obj.SetName(name)
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func readYAML(file string, into any) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(data, into); err != nil {
+		return fmt.Errorf("reading %s: %w", file, err)
+	}
+	return nil
+}
+
+func readWebhooks(file string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the webhook manifests (run `make manifests`): %w", err)
+	}
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, doc := range bytes.Split(data, []byte("\n---")) {
+		switch {
+		case bytes.Contains(doc, []byte("kind: MutatingWebhookConfiguration")):
+			mutating = &admissionregistrationv1.MutatingWebhookConfiguration{}
+			err = yaml.UnmarshalStrict(doc, mutating)
+		case bytes.Contains(doc, []byte("kind: ValidatingWebhookConfiguration")):
+			validating = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			err = yaml.UnmarshalStrict(doc, validating)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading %s: %w", file, err)
+		}
+	}
+	if mutating == nil || validating == nil {
+		return nil, nil, fmt.Errorf("%s lacks a mutating or validating webhook configuration", file)
+	}
+	return mutating, validating, nil
+}
+
+// createOrReplace creates obj, or replaces the existing object of its name.
+func createOrReplace(ctx context.Context, c client.Client, obj, existing client.Object) error {
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", obj), "*v1.")
+	err := c.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("creating %s %s: %w", kind, obj.GetName(), err)
+		}
+		return nil
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(existing.GetResourceVersion())
+	if err := c.Update(ctx, obj); err != nil {
+		return fmt.Errorf("updating %s %s: %w", kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return false, nil
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}

@@ -1,0 +1,177 @@
+package localrun
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Build compiles the manager binary from the checkout at root into out.
+func Build(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/dbkeeper")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the manager: %w\n%s", err, output)
+	}
+	return nil
+}
+
+// ManagerOptions say how to run the manager process.
+type ManagerOptions struct {
+	// Binary is the manager binary.
+	Binary string
+	// Kubeconfig is the cluster to run against.
+	Kubeconfig string
+	// CertDir holds the webhook server's tls.crt and tls.key.
+	CertDir string
+	// WebhookPort, ProbePort and MetricsPort: 0 picks a free port.
+	WebhookPort, ProbePort, MetricsPort int
+	// LogFile receives the manager's output.
+	LogFile string
+	// Args are extra flags.
+	Args []string
+}
+
+// Manager is a running manager process.
+type Manager struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+	// ProbeAddr and MetricsAddr are where the probes and metrics are served.
+	ProbeAddr, MetricsAddr string
+	// WebhookPort is the webhook server's port on 127.0.0.1.
+	WebhookPort int
+	// LogFile is the manager's output.
+	LogFile string
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartManager starts the manager and waits until its readiness probe
+// passes (caches synced, webhook server serving).
+func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
+	for _, p := range []*int{&opts.WebhookPort, &opts.ProbePort, &opts.MetricsPort} {
+		if *p == 0 {
+			port, err := FreePort()
+			if err != nil {
+				return nil, err
+			}
+			*p = port
+		}
+	}
+	m := &Manager{
+		ProbeAddr:   "127.0.0.1:" + strconv.Itoa(opts.ProbePort),
+		MetricsAddr: "127.0.0.1:" + strconv.Itoa(opts.MetricsPort),
+		WebhookPort: opts.WebhookPort,
+		LogFile:     opts.LogFile,
+		done:        make(chan struct{}),
+	}
+	args := append([]string{
+		"--kubeconfig=" + opts.Kubeconfig,
+		"--webhook-host=127.0.0.1",
+		"--webhook-port=" + strconv.Itoa(opts.WebhookPort),
+		"--webhook-cert-dir=" + opts.CertDir,
+		"--health-probe-bind-address=" + m.ProbeAddr,
+		"--metrics-bind-address=" + m.MetricsAddr,
+	}, opts.Args...)
+	if err := os.MkdirAll(filepath.Dir(opts.LogFile), 0o755); err != nil {
+		return nil, err
+	}
+	log, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	m.cmd = exec.Command(opts.Binary, args...)
+	m.cmd.Stdout, m.cmd.Stderr = log, log
+	// Its own process group, and killed if this process dies first.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting the manager: %w", err)
+	}
+	go func() {
+		m.waitErr = m.cmd.Wait()
+		log.Close()
+		close(m.done)
+	}()
+	if err := m.waitReady(ctx, 60*time.Second); err != nil {
+		_ = m.Kill()
+		return nil, err
+	}
+	return m, nil
+}
+
+// PID returns the manager's process id.
+func (m *Manager) PID() int { return m.cmd.Process.Pid }
+
+// Done is closed when the manager process has exited.
+func (m *Manager) Done() <-chan struct{} { return m.done }
+
+func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-m.done:
+			return fmt.Errorf("the manager exited before it was ready (%w); see %s", m.waitErr, m.LogFile)
+		case <-ctx.Done():
+			return fmt.Errorf("the manager was not ready within %s; see %s", timeout, m.LogFile)
+		case <-time.After(100 * time.Millisecond):
+		}
+		resp, err := client.Get("http://" + m.ProbeAddr + "/readyz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			continue
+		}
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", m.WebhookPort), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+	}
+}
+
+// Stop asks the manager to shut down and waits up to 15 seconds before
+// killing it.
+func (m *Manager) Stop() error {
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-m.done:
+		return nil
+	case <-time.After(15 * time.Second):
+		return m.Kill()
+	}
+}
+
+// Kill kills the manager with SIGKILL, as a crash would, and waits for it.
+func (m *Manager) Kill() error {
+	if err := m.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	<-m.done
+	return nil
+}

@@ -1,0 +1,386 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// suite is a devcluster with dbkeeper installed and its manager running.
+type suite struct {
+	t       *testing.T
+	cluster *devcluster.Cluster
+	client  client.Client
+	opts    localrun.ManagerOptions
+	manager *localrun.Manager
+	root    string
+}
+
+func setup(t *testing.T) *suite {
+	t.Helper()
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+	ctx := context.Background()
+	root := testenv.ProjectRoot()
+	runDir := t.TempDir()
+
+	binary := filepath.Join(runDir, "dbkeeper")
+	if err := localrun.Build(ctx, root, binary); err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := devcluster.Start(ctx, devcluster.Options{BinDir: testenv.BinDir(), RunDir: filepath.Join(runDir, "cluster"), Nodes: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &suite{t: t, cluster: cluster, root: root}
+	t.Cleanup(func() {
+		if s.manager != nil {
+			_ = s.manager.Stop()
+		}
+		if t.Failed() {
+			state, _ := s.kubectl("get", "db,sts,pods,pvc,events", "-A", "-o", "wide")
+			t.Logf("cluster state:\n%s", state)
+			dbs, _ := s.kubectl("get", "db", "-A", "-o", "yaml")
+			t.Logf("Databases:\n%s", dbs)
+			t.Logf("component logs:\n%s", cluster.Logs())
+			if data, err := os.ReadFile(s.opts.LogFile); err == nil {
+				t.Logf("manager log (last 200 lines):\n%s", lastLines(string(data), 200))
+			}
+		}
+		if err := cluster.Stop(); err != nil {
+			t.Errorf("stopping devcluster: %v", err)
+		}
+	})
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = dbv1.AddToScheme(scheme)
+	if s.client, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	webhookPort, err := localrun.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(runDir, "certs")
+	if err := localrun.Install(ctx, cluster.Config, root, certDir, webhookPort); err != nil {
+		t.Fatal(err)
+	}
+	s.opts = localrun.ManagerOptions{
+		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir, WebhookPort: webhookPort,
+		LogFile: filepath.Join(runDir, "manager.log"),
+		Args:    []string{"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"},
+	}
+	s.startManager()
+	return s
+}
+
+func (s *suite) startManager() {
+	s.t.Helper()
+	m, err := localrun.StartManager(context.Background(), s.opts)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.manager = m
+}
+
+// kubectl runs the real kubectl and returns its combined output.
+func (s *suite) kubectl(args ...string) (string, error) {
+	stdout, stderr, err := s.cluster.Kubectl(context.Background(), args...)
+	return stdout + stderr, err
+}
+
+func (s *suite) mustKubectl(args ...string) string {
+	s.t.Helper()
+	out, err := s.kubectl(args...)
+	if err != nil {
+		s.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (s *suite) sample(parts ...string) string {
+	return filepath.Join(append([]string{s.root, "config", "samples"}, parts...)...)
+}
+
+func (s *suite) eventually(timeout time.Duration, what string, check func() string) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = check(); last == "" {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	s.t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
+
+func (s *suite) count(list client.ObjectList, opts ...client.ListOption) int {
+	s.t.Helper()
+	if err := s.client.List(context.Background(), list, opts...); err != nil {
+		s.t.Fatal(err)
+	}
+	return len(mustItems(list))
+}
+
+func mustItems(list client.ObjectList) []client.Object {
+	var out []client.Object
+	switch l := list.(type) {
+	case *corev1.PersistentVolumeClaimList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.ServiceList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *appsv1.StatefulSetList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestEndToEnd(t *testing.T) {
+	s := setup(t)
+	s.mustKubectl("create", "namespace", "shop")
+
+	t.Run("each sample becomes Ready and kubectl shows it", func(t *testing.T) {
+		s.mustKubectl("apply", "-n", "shop", "-f", s.sample("postgres.yaml"), "-f", s.sample("mysql.yaml"))
+		s.mustKubectl("wait", "-n", "shop", "--for=condition=Ready", "database/orders", "database/catalog", "--timeout=180s")
+		out := s.mustKubectl("get", "db", "-n", "shop", "-o", "wide")
+		t.Logf("kubectl get db -o wide:\n%s", out)
+		for _, want := range []string{"ENGINE", "VERSION", "READY", "PHASE", "ENDPOINT", "orders", "postgres", "17", "3/3", "Ready", "orders.shop.svc:5432", "catalog", "mysql", "8.4", "1/1", "catalog.shop.svc:3306"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl get db does not show %q", want)
+			}
+		}
+		describe := s.mustKubectl("describe", "db", "-n", "shop", "orders")
+		for _, want := range []string{"Events:", "created StatefulSet orders", "created Secret orders-credentials"} {
+			if !strings.Contains(describe, want) {
+				t.Errorf("kubectl describe does not show %q:\n%s", want, describe)
+			}
+		}
+		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), client.MatchingLabels{"app.kubernetes.io/instance": "orders"}); n != 3 {
+			t.Errorf("orders has %d PersistentVolumeClaims, want 3", n)
+		}
+	})
+
+	t.Run("each invalid example is refused and nothing is stored", func(t *testing.T) {
+		cases := map[string][]string{
+			"many-errors.yaml":          {"spec.version", "spec.image", "spec.databaseName", "spec.username", "spec.parameters[port]"},
+			"unknown-engine.yaml":       {"spec.engine", "oracle"},
+			"requests-over-limits.yaml": {"spec.resources.requests[memory]"},
+		}
+		for file, wants := range cases {
+			out, err := s.kubectl("apply", "-n", "shop", "-f", s.sample("invalid", file))
+			if err == nil {
+				t.Errorf("%s was accepted", file)
+				continue
+			}
+			for _, want := range wants {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s: kubectl output lacks %q:\n%s", file, want, out)
+				}
+			}
+		}
+		list := &dbv1.DatabaseList{}
+		if err := s.client.List(context.Background(), list, client.InNamespace("shop")); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 2 {
+			t.Errorf("%d Databases stored, want only the 2 samples", len(list.Items))
+		}
+	})
+
+	t.Run("scaling 1 to 3 becomes Ready at the new generation", func(t *testing.T) {
+		s.mustKubectl("patch", "-n", "shop", "db", "catalog", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		generation := strings.Trim(s.mustKubectl("get", "-n", "shop", "db", "catalog", "-o", "jsonpath={.metadata.generation}"), "'")
+		s.mustKubectl("wait", "-n", "shop", "--for=jsonpath={.status.observedGeneration}="+generation, "db/catalog", "--timeout=60s")
+		s.mustKubectl("wait", "-n", "shop", "--for=condition=Ready", "db/catalog", "--timeout=90s")
+		if got := s.mustKubectl("get", "-n", "shop", "db", "catalog", "-o", "jsonpath={.status.readyReplicas}"); got != "3" {
+			t.Errorf("readyReplicas = %q, want 3", got)
+		}
+	})
+
+	t.Run("storage may grow but not shrink", func(t *testing.T) {
+		out, err := s.kubectl("patch", "-n", "shop", "db", "orders", "--type=merge", "-p", `{"spec":{"storage":{"size":"5Gi"}}}`)
+		if err == nil || !strings.Contains(out, "spec.storage.size: Forbidden") {
+			t.Errorf("shrinking was not refused: %v\n%s", err, out)
+		}
+		s.mustKubectl("patch", "-n", "shop", "db", "orders", "--type=merge", "-p", `{"spec":{"storage":{"size":"20Gi"}}}`)
+		s.eventually(60*time.Second, "the claims to grow", func() string {
+			pvcs := &corev1.PersistentVolumeClaimList{}
+			if err := s.client.List(context.Background(), pvcs, client.InNamespace("shop"), client.MatchingLabels{"app.kubernetes.io/instance": "orders"}); err != nil {
+				return err.Error()
+			}
+			for _, pvc := range pvcs.Items {
+				if q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "20Gi" {
+					return fmt.Sprintf("%s requests %s", pvc.Name, q.String())
+				}
+			}
+			return ""
+		})
+		s.mustKubectl("wait", "-n", "shop", "--for=condition=Ready", "db/orders", "--timeout=60s")
+	})
+
+	t.Run("deletion: protection refuses, Retain keeps the claims, Delete removes them", func(t *testing.T) {
+		s.mustKubectl("patch", "-n", "shop", "db", "orders", "--type=merge", "-p", `{"spec":{"deletionProtection":true}}`)
+		out, err := s.kubectl("delete", "-n", "shop", "db", "orders", "--wait=false")
+		if err == nil || !strings.Contains(out, "deletionProtection") {
+			t.Fatalf("a protected Database was deleted: %v\n%s", err, out)
+		}
+		s.mustKubectl("patch", "-n", "shop", "db", "orders", "--type=merge", "-p", `{"spec":{"deletionProtection":false}}`)
+		s.mustKubectl("delete", "-n", "shop", "db", "orders", "catalog", "--timeout=60s")
+		instance := func(name string) client.ListOption {
+			return client.MatchingLabels{"app.kubernetes.io/instance": name}
+		}
+		s.eventually(90*time.Second, "the garbage collector to delete the children", func() string {
+			for _, name := range []string{"orders", "catalog"} {
+				for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.SecretList{}} {
+					if n := s.count(list, client.InNamespace("shop"), instance(name)); n != 0 {
+						return fmt.Sprintf("%s: %d %T left", name, n, list)
+					}
+				}
+			}
+			if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), instance("catalog")); n != 0 {
+				return fmt.Sprintf("catalog (Delete): %d claims left", n)
+			}
+			return ""
+		})
+		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), instance("orders")); n != 3 {
+			t.Errorf("orders (Retain): %d claims kept, want 3", n)
+		}
+	})
+
+	t.Run("a manager killed while 20 Databases are created converges after restart", func(t *testing.T) {
+		s.mustKubectl("create", "namespace", "crash")
+		passwords := s.recordPasswords(t, "crash")
+		var manifest strings.Builder
+		for i := range 20 {
+			fmt.Fprintf(&manifest, "apiVersion: dbkeeper.io/v1alpha1\nkind: Database\nmetadata: {name: db%02d, namespace: crash}\nspec: {engine: %s}\n---\n",
+				i, []string{"postgres", "mysql"}[i%2])
+		}
+		file := filepath.Join(t.TempDir(), "dbs.yaml")
+		if err := os.WriteFile(file, []byte(manifest.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.mustKubectl("apply", "-f", file)
+		time.Sleep(700 * time.Millisecond) // some children exist, most do not
+		if err := s.manager.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		s.startManager()
+		s.mustKubectl("wait", "-n", "crash", "--for=condition=Ready", "db", "--all", "--timeout=240s")
+
+		secrets := &corev1.SecretList{}
+		if err := s.client.List(context.Background(), secrets, client.InNamespace("crash")); err != nil {
+			t.Fatal(err)
+		}
+		first := passwords.snapshot()
+		if len(secrets.Items) != 20 {
+			t.Errorf("%d Secrets, want 20", len(secrets.Items))
+		}
+		for _, secret := range secrets.Items {
+			if got := string(secret.Data["password"]); got == "" || got != first[secret.Name] {
+				t.Errorf("Secret %s: the password is not the one first generated", secret.Name)
+			}
+		}
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.SecretList{}} {
+			want := 20
+			if _, ok := list.(*corev1.ServiceList); ok {
+				want = 40
+			}
+			if n := s.count(list, client.InNamespace("crash")); n != want {
+				t.Errorf("%T: %d objects, want %d (no duplicates, no orphans)", list, n, want)
+			}
+			for _, obj := range mustItems(list) {
+				if ref := metav1.GetControllerOf(obj); ref == nil || ref.Kind != dbv1.DatabaseKind {
+					t.Errorf("%s has no controlling Database", obj.GetName())
+				}
+			}
+		}
+	})
+}
+
+// passwordLog records the first password seen for each Secret of a namespace.
+type passwordLog struct {
+	mu    sync.Mutex
+	first map[string]string
+}
+
+func (p *passwordLog) snapshot() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]string, len(p.first))
+	for k, v := range p.first {
+		out[k] = v
+	}
+	return out
+}
+
+// recordPasswords watches the Secrets of a namespace until the test ends.
+func (s *suite) recordPasswords(t *testing.T, namespace string) *passwordLog {
+	t.Helper()
+	wc, err := client.NewWithWatch(s.cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.SecretList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &passwordLog{first: map[string]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			secret, ok := ev.Object.(*corev1.Secret)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+				continue
+			}
+			log.mu.Lock()
+			if _, seen := log.first[secret.Name]; !seen && len(secret.Data["password"]) > 0 {
+				log.first[secret.Name] = string(secret.Data["password"])
+			}
+			log.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return log
+}
