@@ -64,7 +64,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 
 .PHONY: test
 test: verify-generated vet lint k8s-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest and e2e.
-	go test $(TEST_FLAGS) ./...
+	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 
 .PHONY: test-unit
@@ -81,9 +81,19 @@ bench: ## Run the Go benchmarks and print their figures.
 build: ## Build the manager binary into bin/dbkeeper.
 	CGO_ENABLED=0 go build -trimpath -o bin/dbkeeper ./cmd/dbkeeper
 
+# RUN_ARGS are extra flags of `devcluster run`, e.g. RUN_ARGS="--nodes 3".
+RUN_ARGS ?=
+
 .PHONY: run
-run: manifests generate k8s-tools ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C stops all).
-	go run ./cmd/devcluster run
+run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
+ifeq ($(USE_EXISTING_CLUSTER),true)
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
+else
+	$(MAKE) --no-print-directory k8s-tools
+	go build -o bin/devcluster ./cmd/devcluster
+	bin/devcluster run $(RUN_ARGS)
+endif
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).

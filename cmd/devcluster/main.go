@@ -2,10 +2,15 @@
 // kube-controller-manager, kube-scheduler and kwok's fake nodes) in the
 // foreground, for make run, e2e tests and benchmarks:
 //
-//	devcluster up [--nodes N] [--run-dir DIR] [--apiserver-port P] [--bin-dir DIR] [--keep-run-dir]
+//	devcluster up  [--nodes N] [--run-dir DIR] [--apiserver-port P] [--bin-dir DIR] [--keep-run-dir]
+//	devcluster run [the same flags] [--webhook-port P] [--probe-port P] [--metrics-port P]
 //
-// It prints the admin kubeconfig path and stops every process it started on
-// Ctrl-C or SIGTERM, or when a component exits by itself.
+// up runs the cluster alone. run also builds the dbkeeper manager from the
+// checkout in the working directory, installs its CRD and webhook
+// configurations (trusted through a locally generated CA) and runs it with
+// its webhooks on: this is `make run`. Both print the admin kubeconfig path
+// and stop every process they started on Ctrl-C or SIGTERM, or when a
+// component exits by itself.
 package main
 
 import (
@@ -15,9 +20,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/localrun"
 )
 
 func main() {
@@ -28,14 +35,15 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, `usage: devcluster up [flags]
+	fmt.Fprintf(os.Stderr, `usage: devcluster up|run [flags]
 
-Runs a local Kubernetes %s cluster until interrupted. Flags:
+up runs a local Kubernetes %s cluster until interrupted; run also runs
+dbkeeper on it with its webhooks. Flags:
 `, devcluster.KubernetesVersion)
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("devcluster up", flag.ContinueOnError)
+	fs := flag.NewFlagSet("devcluster", flag.ContinueOnError)
 	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	var opts devcluster.Options
 	fs.IntVar(&opts.Nodes, "nodes", 1, "number of fake (kwok) nodes")
@@ -44,10 +52,15 @@ func run(args []string) error {
 	fs.IntVar(&opts.APIServerPort, "apiserver-port", 0, "kube-apiserver port on 127.0.0.1 (0: a free port)")
 	fs.IntVar(&opts.EtcdPort, "etcd-port", 0, "etcd client port on 127.0.0.1 (0: a free port)")
 	fs.StringVar(&opts.BinDir, "bin-dir", devcluster.DefaultBinDir(), "directory with the Kubernetes binaries (make k8s-tools)")
-	if len(args) == 0 || args[0] != "up" {
+	var webhookPort, probePort, metricsPort int
+	fs.IntVar(&webhookPort, "webhook-port", 9443, "run: the manager's webhook port on 127.0.0.1")
+	fs.IntVar(&probePort, "probe-port", 8081, "run: the manager's health probe port on 127.0.0.1")
+	fs.IntVar(&metricsPort, "metrics-port", 8443, "run: the manager's metrics port on 127.0.0.1 (HTTPS)")
+	if len(args) == 0 || (args[0] != "up" && args[0] != "run") {
 		fs.Usage()
-		return errors.New(`devcluster: expected the subcommand "up"`)
+		return errors.New(`devcluster: expected the subcommand "up" or "run"`)
 	}
+	withManager := args[0] == "run"
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -66,13 +79,77 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	var manager *localrun.Manager
+	if withManager {
+		manager, err = runDBKeeper(ctx, cluster, webhookPort, probePort, metricsPort)
+		if err != nil {
+			return errors.Join(err, cluster.Stop())
+		}
+	}
 	fmt.Printf("kubeconfig: %s\nexport KUBECONFIG=%s\n", cluster.Kubeconfig, cluster.Kubeconfig)
+	if withManager {
+		fmt.Printf(`
+dbkeeper is running with its webhooks (manager log: %s). In another shell:
+
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl apply -f config/samples/postgres.yaml            # a PostgreSQL Database
+  kubectl get db -w                                         # watch it become Ready
+  kubectl apply -f config/samples/invalid/many-errors.yaml  # see the validation answer
+`, manager.LogFile, cluster.Kubeconfig, cluster.BinDir)
+	}
 	fmt.Fprintln(os.Stderr, "devcluster: running; press Ctrl-C to stop")
 
-	waitErr := cluster.Wait(ctx)
+	var managerExited <-chan struct{}
+	if manager != nil {
+		managerExited = manager.Done()
+	}
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-managerExited:
+			fmt.Fprintln(os.Stderr, "devcluster: the manager exited; see its log")
+			cancelWait()
+		case <-waitCtx.Done():
+		}
+	}()
+	waitErr := cluster.Wait(waitCtx)
+	cancelWait()
 	stop() // a second Ctrl-C now kills this process; the children die with it
 	if waitErr == nil {
 		fmt.Fprintln(os.Stderr, "devcluster: stopping")
 	}
-	return errors.Join(waitErr, cluster.Stop())
+	var managerErr error
+	if manager != nil {
+		managerErr = manager.Stop()
+	}
+	return errors.Join(waitErr, managerErr, cluster.Stop())
+}
+
+// runDBKeeper builds the manager from the checkout in the working
+// directory, installs the CRD and webhook configurations, and starts it.
+func runDBKeeper(ctx context.Context, cluster *devcluster.Cluster, webhookPort, probePort, metricsPort int) (*localrun.Manager, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(root, "config", "webhook", "manifests.yaml")); err != nil {
+		return nil, fmt.Errorf("devcluster run: start it from the dbkeeper checkout: %w", err)
+	}
+	binary := filepath.Join(root, "bin", "dbkeeper")
+	fmt.Fprintln(os.Stderr, "devcluster: building the manager into", binary)
+	if err := localrun.Build(ctx, root, binary); err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(cluster.RunDir, "webhook-certs")
+	fmt.Fprintln(os.Stderr, "devcluster: installing the CRD and the webhook configurations")
+	if err := localrun.Install(ctx, cluster.Config, root, certDir, webhookPort); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(os.Stderr, "devcluster: starting the manager")
+	return localrun.StartManager(ctx, localrun.ManagerOptions{
+		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir,
+		WebhookPort: webhookPort, ProbePort: probePort, MetricsPort: metricsPort,
+		LogFile: filepath.Join(cluster.RunDir, "dbkeeper.log"),
+		Output:  os.Stdout,
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -40,6 +41,8 @@ type ManagerOptions struct {
 	LogFile string
 	// Args are extra flags.
 	Args []string
+	// Output, when set, also receives the manager's output.
+	Output io.Writer
 }
 
 // Manager is a running manager process.
@@ -100,7 +103,11 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		return nil, err
 	}
 	m.cmd = exec.Command(opts.Binary, args...)
-	m.cmd.Stdout, m.cmd.Stderr = log, log
+	var out io.Writer = log
+	if opts.Output != nil {
+		out = io.MultiWriter(log, opts.Output)
+	}
+	m.cmd.Stdout, m.cmd.Stderr = out, out
 	// Its own process group, and killed if this process dies first.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {

@@ -1,12 +1,12 @@
 package v1alpha1
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
@@ -37,13 +37,29 @@ func addSeeds(f *testing.F) {
 		{name: "orders", image: "registry.local:5000/pg@sha256:abc", replicas: "-1", size: "-1Gi", cpuRequest: "-1"},
 		{name: "", engine: "", parameterKey: "port", parameterValue: "1\n2"},
 		{name: strings.Repeat("a", 60), databaseName: strings.Repeat("d", 70), parameterKey: strings.Repeat("k", 200)},
-		{name: "orders", size: "1e1000", cpuRequest: "1e-1000", replicas: "99999999999"},
+		{name: "orders", size: "9e999999999", cpuLimit: "-9e999999999", cpuRequest: "1e-1000", replicas: "99999999999"},
+		{name: "orders", size: "1e1000", memoryRequest: "0.0000000001", memoryLimit: "1e-9"},
 	}
 	for _, s := range seeds {
 		f.Add(s.name, s.engine, s.version, s.image, s.replicas, s.size, s.storageClass,
 			s.cpuRequest, s.cpuLimit, s.memoryRequest, s.memoryLimit,
 			s.databaseName, s.username, s.port, s.parameterKey, s.parameterValue, s.policy)
 	}
+}
+
+// hugeNegativeExponent matches quantities that resource.ParseQuantity takes
+// practically forever to parse (it rounds them to nano precision). The JSON
+// decoder of an admission request calls it before any dbkeeper code runs, so
+// the fuzzer leaves them out.
+var hugeNegativeExponent = regexp.MustCompile(`[eE]-0*[0-9]{3,}`)
+
+// parseQuantity parses a quantity of the fuzz input.
+func parseQuantity(s string) (resource.Quantity, bool) {
+	if hugeNegativeExponent.MatchString(s) {
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
 }
 
 // database builds the Database of the input and returns the paths of the
@@ -70,7 +86,7 @@ func (in fuzzInput) database() (*dbv1.Database, []string) {
 		db.Spec.Replicas = ptr.To(int32(n))
 		set = append(set, "spec.replicas")
 	}
-	if q, err := resource.ParseQuantity(in.size); err == nil {
+	if q, ok := parseQuantity(in.size); ok {
 		db.Spec.Storage.Size = &q
 		set = append(set, "spec.storage.size")
 	}
@@ -88,7 +104,7 @@ func (in fuzzInput) database() (*dbv1.Database, []string) {
 		{in.memoryLimit, &db.Spec.Resources.Limits, corev1.ResourceMemory},
 	}
 	for _, q := range quantities {
-		if parsed, err := resource.ParseQuantity(q.value); err == nil {
+		if parsed, ok := parseQuantity(q.value); ok {
 			if *q.list == nil {
 				*q.list = corev1.ResourceList{}
 			}
@@ -141,7 +157,7 @@ func FuzzDefault(f *testing.F) {
 		testRules.Default(once)
 		twice := once.DeepCopy()
 		testRules.Default(twice)
-		if !apiequality.Semantic.DeepEqual(once, twice) {
+		if !specEquality.DeepEqual(once.Spec, twice.Spec) {
 			t.Fatalf("Default is not idempotent:\n once  %+v\n twice %+v", once.Spec, twice.Spec)
 		}
 
@@ -151,13 +167,13 @@ func FuzzDefault(f *testing.F) {
 			(g.Image != "" && d.Image != g.Image) || (g.DatabaseName != "" && d.DatabaseName != g.DatabaseName) ||
 			(g.Username != "" && d.Username != g.Username) || (g.DeletionPolicy != "" && d.DeletionPolicy != g.DeletionPolicy) ||
 			(g.Replicas != nil && *d.Replicas != *g.Replicas) || (g.Port != nil && *d.Port != *g.Port) ||
-			(g.Storage.Size != nil && d.Storage.Size.Cmp(*g.Storage.Size) != 0) ||
-			!apiequality.Semantic.DeepEqual(g.Parameters, d.Parameters) || !apiequality.Semantic.DeepEqual(g.Resources.Limits, d.Resources.Limits) {
+			(g.Storage.Size != nil && compareQuantities(*d.Storage.Size, *g.Storage.Size) != 0) ||
+			!specEquality.DeepEqual(g.Parameters, d.Parameters) || !specEquality.DeepEqual(g.Resources.Limits, d.Resources.Limits) {
 			t.Fatalf("Default overwrote a value:\n given     %+v\n defaulted %+v", g, d)
 		}
 		for name, q := range g.Resources.Requests {
-			if got := d.Resources.Requests[name]; got.Cmp(q) != 0 {
-				t.Fatalf("Default overwrote the %s request %s with %s", name, q.String(), got.String())
+			if got := d.Resources.Requests[name]; compareQuantities(got, q) != 0 {
+				t.Fatalf("Default overwrote the %s request %s with %s", name, quantityString(q), quantityString(got))
 			}
 		}
 
@@ -166,7 +182,7 @@ func FuzzDefault(f *testing.F) {
 		testRules.DefaultUpdate(valid(), updated)
 		again := updated.DeepCopy()
 		testRules.DefaultUpdate(valid(), again)
-		if !apiequality.Semantic.DeepEqual(updated, again) {
+		if !specEquality.DeepEqual(updated.Spec, again.Spec) {
 			t.Fatalf("DefaultUpdate is not idempotent:\n once  %+v\n twice %+v", updated.Spec, again.Spec)
 		}
 	})

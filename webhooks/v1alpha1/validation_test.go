@@ -152,6 +152,11 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 		{name: "more than 64Ti of storage", db: valid(withStorageSize("65Ti")), want: []fieldError{invalidAt("spec.storage.size")}, detail: "at most 64Ti"},
 		{name: "a storage class that is no DNS subdomain", db: valid(withStorageClass("Fast_SSD")), want: []fieldError{invalidAt("spec.storage.storageClassName")}},
 
+		{
+			name: "a storage size beyond any disk, written with a huge exponent", db: valid(withStorageSize("9e999999999")),
+			want: []fieldError{invalidAt("spec.storage.size")}, detail: "at most 64Ti",
+		},
+
 		// spec.resources
 		{
 			name: "a cpu request above its limit", db: valid(withRequest(corev1.ResourceCPU, "2"), withLimit(corev1.ResourceCPU, "1")),
@@ -166,6 +171,12 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 			name: "negative requests and limits",
 			db:   valid(withRequest(corev1.ResourceCPU, "-1"), withLimit(corev1.ResourceMemory, "-1Gi")),
 			want: []fieldError{invalidAt("spec.resources.requests[cpu]"), invalidAt("spec.resources.limits[memory]")},
+		},
+		{
+			name:   "requests and limits out of the range of quantities",
+			db:     valid(withRequest(corev1.ResourceCPU, "9e999999999"), withLimit(corev1.ResourceCPU, "-9e999999999")),
+			want:   []fieldError{invalidAt("spec.resources.requests[cpu]"), invalidAt("spec.resources.limits[cpu]")},
+			detail: "out of range",
 		},
 		{
 			name: "a dynamic resource claim",
@@ -358,6 +369,16 @@ func TestValidateUpdate(t *testing.T) {
 		{
 			name: "a database name change", old: valid(), new: valid(withDatabaseName("orders")),
 			want: []fieldError{forbidden("spec.databaseName")}, detail: `was "app"`,
+		},
+		{
+			name: "a metadata change of a Database stored with a huge quantity",
+			old:  valid(withRequest(corev1.ResourceCPU, "9e999999999"), withStorageSize("8e999999999")),
+			new:  valid(withRequest(corev1.ResourceCPU, "9e999999999"), withStorageSize("8e999999999"), withDeletionTimestamp()),
+		},
+		{
+			name: "shrinking a storage size written with a huge exponent",
+			old:  valid(withStorageSize("9e999999999")), new: valid(withStorageSize("5Gi")),
+			want: []fieldError{forbidden("spec.storage.size")}, detail: "from <out of range> to 5Gi",
 		},
 		{
 			name: "a change to an invalid database name is reported once",
