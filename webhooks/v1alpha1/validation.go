@@ -24,18 +24,22 @@ const (
 	// and a hash of up to 10 characters, which as a label value may not
 	// exceed 63 characters.
 	MaxNameLength = validation.LabelValueMaxLength - 11
-	// MinPort and MaxPort bound spec.port: no privileged ports.
-	MinPort, MaxPort = 1024, 65535
+	// MinPort is the lowest spec.port: no privileged ports.
+	MinPort = 1024
+	// MaxPort is the highest spec.port.
+	MaxPort = 65535
 	// MaxParameters is the most entries spec.parameters may have.
 	MaxParameters = 64
-	// MaxParameterKeyLength and MaxParameterValueLength bound an entry of
-	// spec.parameters.
-	MaxParameterKeyLength, MaxParameterValueLength = 128, 1024
+	// MaxParameterKeyLength is the longest key of spec.parameters.
+	MaxParameterKeyLength = 128
+	// MaxParameterValueLength is the longest value of spec.parameters.
+	MaxParameterValueLength = 1024
 )
 
 var (
-	// MinStorageSize and MaxStorageSize bound spec.storage.size.
+	// MinStorageSize is the smallest spec.storage.size.
 	MinStorageSize = resource.MustParse("1Gi")
+	// MaxStorageSize is the largest spec.storage.size.
 	MaxStorageSize = resource.MustParse("64Ti")
 )
 

@@ -114,7 +114,7 @@ func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	if !resp.Allowed {
 		t.Fatalf("response not allowed: %+v", resp.Result)
 	}
-	var paths []string
+	paths := make([]string, 0, len(resp.Patches))
 	for _, p := range resp.Patches {
 		paths = append(paths, p.Operation+" "+p.Path)
 	}
@@ -147,7 +147,7 @@ func TestValidatingWebhook(t *testing.T) {
 		if resp.Result.Code != http.StatusUnprocessableEntity || resp.Result.Reason != metav1.StatusReasonInvalid {
 			t.Errorf("result = %d %s, want 422 Invalid", resp.Result.Code, resp.Result.Reason)
 		}
-		var fields []string
+		fields := make([]string, 0, len(resp.Result.Details.Causes))
 		for _, c := range resp.Result.Details.Causes {
 			fields = append(fields, c.Field)
 		}
