@@ -12,7 +12,7 @@ K8S_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_TOOLS_DIR)
 
 # Developer tools are pinned in hack/tools/go.mod and run with `go tool`.
-GO_TOOL ?= go tool -modfile=hack/tools/go.mod
+GO_TOOL ?= go tool -modfile=$(CURDIR)/hack/tools/go.mod
 CONTROLLER_GEN ?= $(GO_TOOL) controller-gen
 KUSTOMIZE ?= $(GO_TOOL) kustomize
 GOLANGCI_LINT ?= $(GO_TOOL) golangci-lint

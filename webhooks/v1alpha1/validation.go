@@ -37,10 +37,10 @@ const (
 )
 
 var (
-	// MinStorageSize is the smallest spec.storage.size.
-	MinStorageSize = resource.MustParse("1Gi")
-	// MaxStorageSize is the largest spec.storage.size.
-	MaxStorageSize = resource.MustParse("64Ti")
+	// minStorageSize is the smallest spec.storage.size.
+	minStorageSize = resource.MustParse("1Gi")
+	// maxStorageSize is the largest spec.storage.size.
+	maxStorageSize = resource.MustParse("64Ti")
 )
 
 var (
@@ -223,8 +223,8 @@ func validateVersion(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *fie
 }
 
 // validateImage checks that the image names an explicit tag or digest, not
-// "latest", and that an official image of the engine from the operator's
-// registry is of spec.version.
+// "latest", and that an official image of the engine, from the operator's
+// registry or docker.io/library, is of spec.version.
 func (r Rules) validateImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	if spec.Image == "" {
 		// Without a valid engine and version there is no default to expect;
@@ -251,7 +251,11 @@ func (r Rules) validateImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo,
 	if engine == nil || version == nil || ref.tag == "" {
 		return
 	}
-	if normalizeRepository(ref.repository) != normalizeRepository(r.registry()+"/"+engine.Image) {
+	// The official image, from the operator's registry or the default one,
+	// has the major version in its tag.
+	repository := normalizeRepository(ref.repository)
+	if repository != normalizeRepository(r.registry()+"/"+engine.Image) &&
+		repository != normalizeRepository(dbv1.DefaultImageRegistry+"/"+engine.Image) {
 		return
 	}
 	if !tagMatchesVersion(ref.tag, version.Version) {
@@ -293,10 +297,10 @@ func validateStorage(spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 		switch {
 		case size.Sign() <= 0:
 			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be greater than zero"))
-		case compareQuantities(*size, MinStorageSize) < 0:
-			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at least "+quantityString(MinStorageSize)))
-		case compareQuantities(*size, MaxStorageSize) > 0:
-			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at most "+quantityString(MaxStorageSize)))
+		case compareQuantities(*size, minStorageSize) < 0:
+			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at least "+quantityString(minStorageSize)))
+		case compareQuantities(*size, maxStorageSize) > 0:
+			*errs = append(*errs, field.Invalid(sizePath, quantityValue(*size), "must be at most "+quantityString(maxStorageSize)))
 		}
 	}
 	if class := spec.Storage.StorageClassName; class != nil && *class != "" {

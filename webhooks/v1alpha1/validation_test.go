@@ -73,9 +73,10 @@ func TestValidateCreateAcceptsValidDatabases(t *testing.T) {
 
 func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 	tests := []struct {
-		name string
-		db   *dbv1.Database
-		want []fieldError
+		name  string
+		rules Rules
+		db    *dbv1.Database
+		want  []fieldError
 		// detail, when set, must appear in the first error.
 		detail string
 	}{
@@ -136,6 +137,16 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 		},
 		{name: "the official image by short name of another major version", db: valid(withImage("postgres:16")), want: []fieldError{invalidAt("spec.image")}},
 		{name: "the official image with a tag that only starts like the version", db: valid(withImage("postgres:170")), want: []fieldError{invalidAt("spec.image")}},
+		{
+			name: "the official image of another major version from the default registry, when the operator uses a mirror",
+			db:   defaulted(database("orders"), withImage("postgres:16.10")), rules: Rules{ImageRegistry: "registry.example.com/mirror"},
+			want: []fieldError{invalidAt("spec.image")},
+		},
+		{
+			name: "the official image of another major version from the operator's mirror",
+			db:   defaulted(database("orders"), withImage("registry.example.com/mirror/postgres:16.10")), rules: Rules{ImageRegistry: "registry.example.com/mirror"},
+			want: []fieldError{invalidAt("spec.image")},
+		},
 		{name: "the official mysql image of another version", db: validMySQL(withImage("mysql:8.0.43")), want: []fieldError{invalidAt("spec.image")}},
 
 		// spec.replicas
@@ -280,8 +291,12 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			rules := tt.rules
+			if rules.Clock == nil {
+				rules.Clock = testRules.Clock
+			}
 			db := tt.db.DeepCopy()
-			_, errs := testRules.ValidateCreate(db)
+			_, errs := rules.ValidateCreate(db)
 			assertErrors(t, errs, tt.want...)
 			if tt.detail != "" && len(errs) > 0 {
 				assertDetail(t, errs, errs[0].Field, tt.detail)
@@ -289,7 +304,7 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 			if !apiequality.Semantic.DeepEqual(db, tt.db) {
 				t.Errorf("ValidateCreate modified its input")
 			}
-			if got := testRules.Validate(db); len(got) != len(errs) {
+			if got := rules.Validate(db); len(got) != len(errs) {
 				t.Errorf("Validate returned %d errors, ValidateCreate %d", len(got), len(errs))
 			}
 		})

@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+func statefulSet(generation, observed int64, replicas, updated, ready int32, current, update string) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders", Generation: generation},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated,
+			ReadyReplicas: ready, CurrentRevision: current, UpdateRevision: update},
+	}
+}
+
+func waitingPod(name, reason string) corev1.Pod {
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "postgres", RestartCount: 4, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "details"}},
+	}}}}
+}
+
+func TestConditions(t *testing.T) {
+	tests := []struct {
+		name         string
+		obs          observation
+		previous     dbv1.Phase
+		ready        metav1.ConditionStatus
+		stalled      metav1.ConditionStatus
+		reconciling  metav1.ConditionStatus
+		reason       string
+		phase        dbv1.Phase
+		messageWants string
+	}{
+		{
+			name:  "a new Database without a StatefulSet is provisioning",
+			obs:   observation{generation: 1, replicas: 1},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonProgressing, phase: dbv1.PhaseProvisioning, messageWants: "does not exist yet",
+		},
+		{
+			name:     "a StatefulSet just written is rolling out",
+			obs:      observation{generation: 2, replicas: 3, statefulSetWritten: true, statefulSet: statefulSet(2, 2, 3, 3, 3, "a", "a")},
+			previous: dbv1.PhaseReady,
+			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseUpdating, messageWants: "applying the new spec",
+		},
+		{
+			name:     "a rollout in progress is not ready",
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 1, 3, "a", "b")},
+			previous: dbv1.PhaseReady,
+			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseUpdating, messageWants: "1 of 3 replicas updated",
+		},
+		{
+			name:     "a StatefulSet whose controller has not seen the spec is not ready",
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(5, 4, 3, 3, 3, "a", "a")},
+			previous: dbv1.PhaseProvisioning,
+			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseProvisioning,
+		},
+		{
+			name:  "a complete rollout with all replicas ready is Ready",
+			obs:   observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 3, 3, "b", "b")},
+			ready: metav1.ConditionTrue, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonReconciled, phase: dbv1.PhaseReady, messageWants: "all 3 replicas are ready",
+		},
+		{
+			name:     "a replica lost after being ready is degraded",
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 3, 2, "b", "b")},
+			previous: dbv1.PhaseReady,
+			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonWaitingForReplicas, phase: dbv1.PhaseDegraded, messageWants: "2 of 3 replicas ready",
+		},
+		{
+			name: "a pod in ImagePullBackOff stalls, naming the pod",
+			obs: observation{generation: 1, replicas: 2, statefulSet: statefulSet(1, 1, 2, 2, 1, "a", "a"),
+				pods: []corev1.Pod{waitingPod("orders-1", "ImagePullBackOff"), waitingPod("orders-0", "")}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonImagePullFailed, phase: dbv1.PhaseFailed, messageWants: "pod orders-1: container postgres: ImagePullBackOff",
+		},
+		{
+			name: "a crash-looping pod stalls with its restart count",
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 0, "a", "a"),
+				pods: []corev1.Pod{waitingPod("orders-0", "CrashLoopBackOff")}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed, messageWants: "CrashLoopBackOff (4 restarts)",
+		},
+		{
+			name: "an unschedulable pod stalls",
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 0, "a", "a"),
+				pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}}}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonUnschedulable, phase: dbv1.PhaseFailed, messageWants: "0/3 nodes are available",
+		},
+		{
+			name:  "an invalid spec stalls with the validation message",
+			obs:   observation{generation: 3, replicas: 1, invalid: errors.New("spec.version: Unsupported value: \"12\"")},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonInvalidSpec, phase: dbv1.PhaseFailed, messageWants: "spec.version",
+		},
+		{
+			name:  "a failed apply is reconciling, not stalled: it is retried",
+			obs:   observation{generation: 1, replicas: 1, secretErr: errors.New("applying Secret orders-credentials: connection refused")},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
+			reason: dbv1.ReasonApplyFailed, phase: dbv1.PhaseProvisioning, messageWants: "connection refused",
+		},
+		{
+			name:  "a missing StorageClass stalls",
+			obs:   observation{generation: 1, replicas: 1, blocked: &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonStorageClassNotFound, phase: dbv1.PhaseFailed, messageWants: `"fast"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status := &dbv1.DatabaseStatus{}
+			setCredentialsCondition(status, tt.obs)
+			setServicesCondition(status, tt.obs)
+			setStatefulSetCondition(status, tt.obs)
+			setSummaryConditions(status, tt.obs)
+			for conditionType, want := range map[string]metav1.ConditionStatus{
+				dbv1.ConditionReady: tt.ready, dbv1.ConditionStalled: tt.stalled, dbv1.ConditionReconciling: tt.reconciling,
+			} {
+				c := meta.FindStatusCondition(status.Conditions, conditionType)
+				if c == nil || c.Status != want || c.ObservedGeneration != tt.obs.generation {
+					t.Errorf("%s = %+v, want status %s at generation %d", conditionType, c, want, tt.obs.generation)
+				}
+			}
+			ready := meta.FindStatusCondition(status.Conditions, dbv1.ConditionReady)
+			if ready.Reason != tt.reason || !strings.Contains(ready.Message, tt.messageWants) {
+				t.Errorf("Ready reason %q message %q, want reason %q and a message with %q", ready.Reason, ready.Message, tt.reason, tt.messageWants)
+			}
+			if got := phase(status, tt.previous); got != tt.phase {
+				t.Errorf("phase = %s, want %s", got, tt.phase)
+			}
+		})
+	}
+}
+
+func TestConditionsKeepTheirTransitionTime(t *testing.T) {
+	obs := observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 1, "a", "a")}
+	status := &dbv1.DatabaseStatus{}
+	setSummaryConditions(status, obs)
+	first := meta.FindStatusCondition(status.Conditions, dbv1.ConditionReady).LastTransitionTime
+	setSummaryConditions(status, obs)
+	if got := meta.FindStatusCondition(status.Conditions, dbv1.ConditionReady).LastTransitionTime; !got.Equal(&first) {
+		t.Errorf("an unchanged condition moved its transition time from %v to %v", first, got)
+	}
+}
+
+func TestGeneratePassword(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		p, err := generatePassword(cryptoReader{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != passwordLength || strings.Trim(p, passwordAlphabet) != "" {
+			t.Fatalf("password %d characters with characters outside the alphabet", len(p))
+		}
+		if seen[p] {
+			t.Fatal("the same password twice")
+		}
+		seen[p] = true
+	}
+	if _, err := generatePassword(strings.NewReader("")); err == nil {
+		t.Error("an exhausted random source must be an error, not a weak password")
+	}
+}
+
+// cryptoReader reads from crypto/rand.
+type cryptoReader struct{}
+
+func (cryptoReader) Read(p []byte) (int, error) { return rand.Read(p) }
