@@ -2,9 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -129,21 +126,10 @@ func TestCRD(t *testing.T) {
 	})
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
-		user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubeconfig, err := user.KubeConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "kubeconfig")
-		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := testenv.AdminKubeconfig(t, env)
 		kubectl := func(args ...string) string {
 			t.Helper()
-			out, err := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
+			out, err := testenv.Kubectl(path, args...)
 			if err != nil {
 				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 			}

@@ -156,18 +156,10 @@ func (f *fixture) startManager(opts controller.Options) {
 	}
 }
 
-// eventually polls check until it returns "" or the timeout passes.
+// eventually waits until check returns "".
 func (f *fixture) eventually(what string, check func() string) {
 	f.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		if last = check(); last == "" {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	f.t.Fatalf("timed out after %s waiting for %s: %s", waitTimeout, what, last)
+	testenv.Eventually(f.t, waitTimeout, what, check)
 }
 
 // markStatefulSetReady sets the StatefulSet status as the StatefulSet

@@ -4,9 +4,11 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -73,4 +75,47 @@ func Start(t testing.TB, env *envtest.Environment) *rest.Config {
 		}
 	})
 	return cfg
+}
+
+// AdminKubeconfig writes a kubeconfig for a system:masters user of env's
+// API server into a temporary file and returns its path, for kubectl.
+func AdminKubeconfig(t testing.TB, env *envtest.Environment) string {
+	t.Helper()
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Kubectl runs the pinned kubectl against kubeconfig and returns its
+// combined output.
+func Kubectl(kubeconfig string, args ...string) (string, error) {
+	out, err := exec.Command(filepath.Join(BinDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// Eventually calls check every 100ms until it returns "", and fails the test
+// with check's last answer when timeout has passed.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		last := check()
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -126,15 +126,7 @@ func (s *suite) sample(parts ...string) string {
 
 func (s *suite) eventually(timeout time.Duration, what string, check func() string) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		if last = check(); last == "" {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	s.t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+	testenv.Eventually(s.t, timeout, what, check)
 }
 
 func (s *suite) count(list client.ObjectList, opts ...client.ListOption) int {

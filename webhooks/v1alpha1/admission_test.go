@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -224,23 +222,10 @@ func TestAdmission(t *testing.T) {
 	})
 
 	t.Run("kubectl shows the errors and the warnings", func(t *testing.T) {
-		user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubeconfig, err := user.KubeConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "kubeconfig")
-		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := testenv.AdminKubeconfig(t, env)
 		samples := filepath.Join(testenv.ProjectRoot(), "config", "samples")
 		kubectl := func(args ...string) (string, error) {
-			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"--kubeconfig", path, "-n", "default"}, args...)...)
-			out, err := cmd.CombinedOutput()
-			return string(out), err
+			return testenv.Kubectl(path, append([]string{"-n", "default"}, args...)...)
 		}
 		out, err := kubectl("apply", "-f", filepath.Join(samples, "invalid", "many-errors.yaml"))
 		t.Logf("kubectl apply -f config/samples/invalid/many-errors.yaml:\n%s", out)
