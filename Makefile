@@ -11,6 +11,12 @@ CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 K8S_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_TOOLS_DIR)
 
+# cert-manager's controller and cainjector, built from hack/certmanager for
+# verifying the deployment (test/deploy), cached the same way.
+CERT_MANAGER_VERSION ?= v1.21.2
+CERT_MANAGER_DIR ?= $(CACHE_HOME)/dbkeeper/cert-manager/$(CERT_MANAGER_VERSION)
+export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
+
 # Developer tools are pinned in hack/tools/go.mod and run with `go tool`.
 GO_TOOL ?= go tool -modfile=$(CURDIR)/hack/tools/go.mod
 CONTROLLER_GEN ?= $(GO_TOOL) controller-gen
@@ -63,7 +69,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify-generated vet lint k8s-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest and e2e.
+test: verify-generated vet lint k8s-tools cert-manager-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest and e2e.
 	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 
@@ -71,8 +77,25 @@ test: verify-generated vet lint k8s-tools ## Run every test: generated-files che
 test-unit: ## Run only the tests that need no API server.
 	go test -count=1 -short ./...
 
+# Long fault scenarios (crash soak, API server restart) and fuzzing time.
+FUZZ_TIME ?= 30s
+
+.PHONY: test-faults
+test-faults: k8s-tools ## Run the long fault scenarios on devcluster and fuzz Default and validation for FUZZ_TIME each.
+	DBKEEPER_FAULTS=long go test -count=1 -timeout 40m -v ./test/faults/
+	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
+	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
+	hack/check-no-leftovers.sh
+
+# Flags of the devcluster benchmark, e.g. BENCH_ARGS="-n 200 -steady 30s".
+BENCH_ARGS ?=
+
 .PHONY: bench
-bench: ## Run the Go benchmarks and print their figures.
+bench: k8s-tools bench-go ## Benchmark dbkeeper against the API server's floor on devcluster (test/bench) and print the figures.
+	go run ./test/bench $(BENCH_ARGS)
+
+.PHONY: bench-go
+bench-go: ## Run the Go microbenchmarks (defaulting and validation, builders).
 	go test -run '^$$' -bench . -benchmem ./webhooks/... ./internal/...
 
 ##@ Build
@@ -102,6 +125,10 @@ docker-build: ## Build the manager image (needs a Docker engine).
 .PHONY: docker-push
 docker-push: ## Push the manager image.
 	docker push $(IMG)
+
+.PHONY: cert-manager-tools
+cert-manager-tools: ## Build cert-manager's controller and cainjector into the cache if missing.
+	hack/cert-manager-tools.sh "$(CERT_MANAGER_DIR)"
 
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).

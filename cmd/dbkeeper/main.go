@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -33,6 +34,9 @@ func main() {
 		pprofAddr               string
 		leaderElect             bool
 		leaderElectionNamespace string
+		leaseDuration           time.Duration
+		renewDeadline           time.Duration
+		retryPeriod             time.Duration
 		enableWebhooks          bool
 		webhookHost             string
 		webhookPort             int
@@ -55,6 +59,13 @@ func main() {
 		"Use leader election so that only one of several manager replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease. Empty: the namespace the manager runs in.")
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits, from the last renewal it saw, before it takes the Lease of a leader that stopped renewing (crashed). "+
+			"Failover after a crash takes this plus up to two retry periods; shorter means faster failover and more Lease writes.")
+	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew its Lease before it gives up leadership and exits. Must be shorter than the lease duration.")
+	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often the leader renews its Lease and standbys try to take it (each wait is stretched by up to 120% at random).")
 	flag.BoolVar(&enableWebhooks, "enable-webhooks", true,
 		"Serve the defaulting and validating admission webhooks. Without them the controller still refuses invalid Databases.")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server listens on. Empty: all addresses.")
@@ -77,6 +88,13 @@ func main() {
 
 	if backoffBase <= 0 || backoffMax < backoffBase {
 		log.Error(nil, "invalid backoff: need 0 < --backoff-base <= --backoff-max", "base", backoffBase, "max", backoffMax)
+		os.Exit(1)
+	}
+	// client-go's leader election refuses anything else, but only once the
+	// manager starts: say so at once, naming the flags.
+	if leaderElect && (retryPeriod <= 0 || float64(renewDeadline) <= leaderelection.JitterFactor*float64(retryPeriod) || leaseDuration <= renewDeadline) {
+		log.Error(nil, "invalid leader election timing: need --leader-election-lease-duration > --leader-election-renew-deadline > 1.2 × --leader-election-retry-period > 0",
+			"leaseDuration", leaseDuration.String(), "renewDeadline", renewDeadline.String(), "retryPeriod", retryPeriod.String())
 		os.Exit(1)
 	}
 
@@ -114,6 +132,9 @@ func main() {
 		LeaderElectionID:              "dbkeeper.dbkeeper.io",
 		LeaderElectionNamespace:       leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 		Cache:                         controller.CacheOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    webhookHost,

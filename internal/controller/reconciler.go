@@ -24,14 +24,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -113,9 +111,15 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("database").
-		// Status writes do not change the generation; reconciling them again
-		// would only repeat the work.
-		For(&dbv1.Database{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// Every change of a Database is reconciled, its status included. A
+		// reconcile may read the Database from a cache that has not yet seen
+		// the previous reconcile's status write, find the status it computes
+		// equal to that stale one and skip writing: only the event of the
+		// status write, reconciled once more, then corrects it (without it a
+		// Database could keep "RollingOut" forever). The extra reconcile
+		// writes nothing when the status already holds, and an edit of the
+		// status by anyone else is undone.
+		For(&dbv1.Database{}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
@@ -182,9 +186,9 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case err != nil && isConflict(err):
 		// The Database changed since the cache returned it, most often by
 		// this controller's previous status write that the cache has not
-		// caught up with yet. That change may be status-only, which the
-		// predicates filter out, so wait for the cache rather than for an
-		// event. Not an error: nothing failed.
+		// caught up with yet. Its event requeues the Database too; waiting
+		// for the cache without an error keeps the log quiet and the
+		// backoff untouched. Not an error: nothing failed.
 		log.FromContext(ctx).V(1).Info("conflict writing status, retrying once the cache caught up", "error", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
 	}
@@ -245,6 +249,9 @@ func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) er
 	for _, want := range []*corev1ac.ServiceApplyConfiguration{desired.ClientService(s.spec), desired.HeadlessService(s.spec)} {
 		live := &corev1.Service{}
 		current, err := r.getCached(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live)
+		if err == nil && current != nil {
+			err = r.resolvePortConflicts(ctx, s, live, want)
+		}
 		if err == nil {
 			err = r.apply(ctx, s, "Service", current, want, func() (any, error) {
 				return corev1ac.ExtractService(live, desired.FieldManager)
@@ -255,6 +262,37 @@ func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) er
 			return err
 		}
 	}
+	return nil
+}
+
+// resolvePortConflicts removes from a live Service the ports that carry the
+// name of one of dbkeeper's ports but another number or protocol, and adds
+// dbkeeper's missing ports, in one write guarded by the resourceVersion (so
+// that the Service never has no port). Such a port is what remains of
+// dbkeeper's port after another writer changed its number: server-side apply
+// would keep it beside the port it applies, and the API server refuses two
+// ports of one name, so dbkeeper could never restore its port otherwise.
+func (r *DatabaseReconciler) resolvePortConflicts(ctx context.Context, s *scope, live *corev1.Service, want *corev1ac.ServiceApplyConfiguration) error {
+	if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != s.db.UID {
+		return nil // apply reports the Service as someone else's
+	}
+	ports, removed := desired.PortConflicts(want, live.Spec.Ports)
+	if len(removed) == 0 {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	live.Spec.Ports = ports
+	if err := r.Client.Patch(ctx, live, patch, client.FieldOwner(desired.FieldManager)); err != nil {
+		return fmt.Errorf("replacing the conflicting ports of Service %s: %w", live.Name, err)
+	}
+	childWrites.WithLabelValues("Service", "update").Inc()
+	gone := make([]string, 0, len(removed))
+	for _, p := range removed {
+		gone = append(gone, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))
+	}
+	related := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: live.Namespace, Name: live.Name}
+	r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Updated", "Apply",
+		"updated Service %s: removed port %s, which had the name of dbkeeper's port with another number or protocol", live.Name, strings.Join(gone, ", "))
 	return nil
 }
 
@@ -321,11 +359,12 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
 	for i := range s.obs.replicas {
 		pvc := &corev1.PersistentVolumeClaim{}
 		key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.DataClaimName(s.db, i)}
-		if err := r.Client.Get(ctx, key, pvc); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // not created yet: the StatefulSet creates it at the template size
-			}
-			return fmt.Errorf("reading PersistentVolumeClaim %s: %w", key.Name, err)
+		found, err := r.getCached(ctx, key, pvc)
+		if err != nil {
+			return err
+		}
+		if found == nil {
+			continue // not created yet: the StatefulSet creates it at the template size
 		}
 		current := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		if current.Cmp(*size) >= 0 {
@@ -358,10 +397,23 @@ func (r *DatabaseReconciler) observePods(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// getCached reads a child from the cache; it returns a nil object, and no
-// error, when the child does not exist.
+// getCached reads a child from the cache and, when the cache does not hold
+// it, from the API server; it returns a nil object, and no error, when the
+// child does not exist.
+//
+// The cache holds only objects labelled managed-by=dbkeeper, and another
+// writer may change that label. Taking such a child for missing would apply
+// the whole desired object over it blindly, which can fail for good (a
+// StatefulSet's claim templates are immutable once the storage grew; a
+// Service's edited port clashes with the one applied) and the cache would
+// never show the object again. The extra read happens only while a child is
+// missing from the cache, that is mostly while it is being created.
 func (r *DatabaseReconciler) getCached(ctx context.Context, key client.ObjectKey, obj client.Object) (client.Object, error) {
-	if err := r.Client.Get(ctx, key, obj); err != nil {
+	err := r.Client.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, obj)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -203,6 +204,62 @@ func TestReconciler(t *testing.T) {
 			}
 			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &corev1.Service{}); err != nil {
 				return "client Service: " + err.Error()
+			}
+			return ""
+		})
+	})
+
+	t.Run("a Service port renumbered by another writer is restored, its other ports kept", func(t *testing.T) {
+		svcKey := client.ObjectKey{Namespace: "shop", Name: "orders"}
+		patch := `[{"op":"replace","path":"/spec/ports/0/port","value":20000},` +
+			`{"op":"add","path":"/spec/ports/-","value":{"name":"metrics","port":9187,"protocol":"TCP","targetPort":9187}}]`
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svcKey.Namespace, Name: svcKey.Name}}
+		if err := f.client.Patch(ctx, svc, client.RawPatch(types.JSONPatchType, []byte(patch)), client.FieldOwner("someone")); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually("the port restored", func() string {
+			if err := f.client.Get(ctx, svcKey, svc); err != nil {
+				return err.Error()
+			}
+			var ports []string
+			for _, p := range svc.Spec.Ports {
+				ports = append(ports, fmt.Sprintf("%s=%d", p.Name, p.Port))
+			}
+			if got := strings.Join(ports, ","); got != "metrics=9187,postgres=5432" {
+				return "ports " + got
+			}
+			return ""
+		})
+	})
+
+	t.Run("a StatefulSet taken out of the cache after its storage grew is restored", func(t *testing.T) {
+		got := f.database(key)
+		got.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
+		if err := f.client.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually("the new generation observed", func() string {
+			if d := f.database(key); d.Status.ObservedGeneration != d.Generation {
+				return condition(d, dbv1.ConditionStatefulSetReady)
+			}
+			return ""
+		})
+		// The claim templates cannot change: applying the grown size over
+		// the StatefulSet would be refused for good.
+		sts := &appsv1.StatefulSet{}
+		if err := f.client.Get(ctx, key, sts); err != nil {
+			t.Fatal(err)
+		}
+		sts.Labels[desired.LabelManagedBy] = "someone-else"
+		if err := f.client.Update(ctx, sts, client.FieldOwner("someone")); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually("the label restored", func() string {
+			if err := f.client.Get(ctx, key, sts); err != nil {
+				return err.Error()
+			}
+			if sts.Labels[desired.LabelManagedBy] != desired.ManagedByValue {
+				return fmt.Sprintf("labels %v; %s", sts.Labels, condition(f.database(key), dbv1.ConditionStatefulSetReady))
 			}
 			return ""
 		})

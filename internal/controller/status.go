@@ -108,6 +108,10 @@ func setStatefulSetCondition(status *dbv1.DatabaseStatus, obs observation) {
 		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonInvalidSpec, "the spec is invalid; the StatefulSet was not changed")
 	case obs.statefulSetErr != nil:
 		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonApplyFailed, obs.statefulSetErr.Error())
+	case obs.secretErr != nil || obs.servicesErr != nil:
+		// The StatefulSet was not looked at: say so, rather than that it
+		// does not exist.
+		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonApplyFailed, "not reconciled: waiting for the credentials Secret and the Services")
 	default:
 		ok, reason, message := rollout(obs)
 		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, ok, reason, message)

@@ -147,6 +147,24 @@ func TestConditions(t *testing.T) {
 	}
 }
 
+func TestStatefulSetConditionWhenAnEarlierChildFailed(t *testing.T) {
+	// The reconcile stops at the first child it cannot apply, so it never
+	// looked at the StatefulSet: the condition must not claim it is missing.
+	for name, obs := range map[string]observation{
+		"the Secret failed":   {generation: 2, replicas: 1, secretErr: errors.New("applying Secret orders-credentials: connection refused")},
+		"the Services failed": {generation: 2, replicas: 1, servicesErr: errors.New(`applying Service orders: Service "orders" is invalid`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status := &dbv1.DatabaseStatus{}
+			setStatefulSetCondition(status, obs)
+			c := meta.FindStatusCondition(status.Conditions, dbv1.ConditionStatefulSetReady)
+			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "not reconciled") {
+				t.Errorf("StatefulSetReady = %+v, want False, ApplyFailed, not reconciled", c)
+			}
+		})
+	}
+}
+
 func TestConditionsKeepTheirTransitionTime(t *testing.T) {
 	obs := observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 1, "a", "a")}
 	status := &dbv1.DatabaseStatus{}

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -50,3 +51,57 @@ func servicePort(db *dbv1.Database) *corev1ac.ServicePortApplyConfiguration {
 // portName is the name of the container port and the Service ports: the
 // engine, e.g. "postgres" or "mysql".
 func portName(db *dbv1.Database) string { return string(db.Spec.Engine) }
+
+// PortConflicts returns the ports a live Service must have before want can be
+// applied to it, and the live ports that had to go; both are nil when want
+// applies as it is. A live port conflicts when it carries the name of one of
+// want's ports but another port number or protocol; the ports returned are
+// live's without the conflicting ones, plus those of want that live lacks,
+// so that the Service never has no port.
+//
+// Server-side apply keys a Service's ports by port number and protocol. When
+// another writer changes the number of dbkeeper's port, the edited port is
+// that writer's from then on: applying want keeps it beside dbkeeper's port,
+// and the API server refuses two ports of one name, so dbkeeper could never
+// restore its port by applying alone.
+func PortConflicts(want *corev1ac.ServiceApplyConfiguration, live []corev1.ServicePort) (ports, removed []corev1.ServicePort) {
+	if want == nil || want.Spec == nil {
+		return nil, nil
+	}
+	type key struct {
+		port     int32
+		protocol corev1.Protocol
+	}
+	keyOf := func(p corev1.ServicePort) key {
+		if p.Protocol == "" {
+			p.Protocol = corev1.ProtocolTCP
+		}
+		return key{p.Port, p.Protocol}
+	}
+	wanted := make([]corev1.ServicePort, 0, len(want.Spec.Ports))
+	wantedKey := map[string]key{}
+	for _, p := range want.Spec.Ports {
+		sp := corev1.ServicePort{Name: ptr.Deref(p.Name, ""), Port: ptr.Deref(p.Port, 0), Protocol: ptr.Deref(p.Protocol, corev1.ProtocolTCP), TargetPort: ptr.Deref(p.TargetPort, intstr.IntOrString{})}
+		wanted = append(wanted, sp)
+		wantedKey[sp.Name] = keyOf(sp)
+	}
+	kept := make([]corev1.ServicePort, 0, len(live))
+	have := map[key]bool{}
+	for _, p := range live {
+		if k, ok := wantedKey[p.Name]; ok && p.Name != "" && keyOf(p) != k {
+			removed = append(removed, p)
+			continue
+		}
+		kept = append(kept, p)
+		have[keyOf(p)] = true
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	for _, p := range wanted {
+		if !have[keyOf(p)] {
+			kept = append(kept, p)
+		}
+	}
+	return kept, removed
+}

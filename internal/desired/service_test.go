@@ -2,6 +2,7 @@ package desired
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,51 @@ func TestServices(t *testing.T) {
 			}
 			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0] != tt.wantPort {
 				t.Errorf("ports = %+v, want [%+v]", svc.Spec.Ports, tt.wantPort)
+			}
+		})
+	}
+}
+
+func TestPortConflicts(t *testing.T) {
+	pg := func(port int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: "postgres", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromString("postgres")}
+	}
+	metrics := corev1.ServicePort{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9187, TargetPort: intstr.FromInt32(9187)}
+	tests := []struct {
+		name        string
+		live        []corev1.ServicePort
+		wantPorts   []corev1.ServicePort
+		wantRemoved []corev1.ServicePort
+	}{
+		{name: "dbkeeper's own port does not conflict", live: []corev1.ServicePort{pg(5432)}},
+		{name: "another writer's port of another name does not conflict", live: []corev1.ServicePort{pg(5432), metrics}},
+		{name: "a changed target port does not conflict: apply restores it", live: []corev1.ServicePort{{Name: "postgres", Protocol: corev1.ProtocolTCP, Port: 5432, TargetPort: intstr.FromInt32(1)}}},
+		{name: "no live port does not conflict", live: nil},
+		{
+			name: "a renumbered port is replaced by dbkeeper's, so the Service never has no port",
+			live: []corev1.ServicePort{pg(20000)}, wantPorts: []corev1.ServicePort{pg(5432)}, wantRemoved: []corev1.ServicePort{pg(20000)},
+		},
+		{
+			name: "a renumbered port goes and another writer's port stays",
+			live: []corev1.ServicePort{metrics, pg(20000)}, wantPorts: []corev1.ServicePort{metrics, pg(5432)}, wantRemoved: []corev1.ServicePort{pg(20000)},
+		},
+		{
+			name:      "a port of dbkeeper's name with another protocol conflicts",
+			live:      []corev1.ServicePort{{Name: "postgres", Protocol: corev1.ProtocolUDP, Port: 5432}},
+			wantPorts: []corev1.ServicePort{pg(5432)}, wantRemoved: []corev1.ServicePort{{Name: "postgres", Protocol: corev1.ProtocolUDP, Port: 5432}},
+		},
+		{
+			name:        "dbkeeper's port number under another name is kept for apply to rename",
+			live:        []corev1.ServicePort{{Name: "other", Protocol: corev1.ProtocolTCP, Port: 5432}, pg(20000)},
+			wantPorts:   []corev1.ServicePort{{Name: "other", Protocol: corev1.ProtocolTCP, Port: 5432}},
+			wantRemoved: []corev1.ServicePort{pg(20000)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ports, removed := PortConflicts(ClientService(newDatabase(dbv1.EnginePostgres)), tt.live)
+			if !slices.Equal(ports, tt.wantPorts) || !slices.Equal(removed, tt.wantRemoved) {
+				t.Errorf("PortConflicts = %+v, removed %+v; want %+v, removed %+v", ports, removed, tt.wantPorts, tt.wantRemoved)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -23,6 +26,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
@@ -35,6 +39,9 @@ type suite struct {
 	opts    localrun.ManagerOptions
 	manager *localrun.Manager
 	root    string
+	// secrets records every password and URI of every Secret of the run,
+	// for the final leak scan.
+	secrets *passwordLog
 }
 
 func setup(t *testing.T) *suite {
@@ -87,6 +94,7 @@ func setup(t *testing.T) *suite {
 	if err := localrun.Install(ctx, cluster.Config, root, certDir, webhookPort); err != nil {
 		t.Fatal(err)
 	}
+	s.secrets = s.recordPasswords(t, "")
 	s.opts = localrun.ManagerOptions{
 		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir, WebhookPort: webhookPort,
 		LogFile: filepath.Join(runDir, "manager.log"),
@@ -328,12 +336,53 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("no password appears in the manager log or in an Event", s.noLeaks)
 }
 
-// passwordLog records the first password seen for each Secret of a namespace.
+// noLeaks fails the test if the manager's log or any Event holds a
+// password or URI of a credentials Secret, plain or base64-encoded.
+func (s *suite) noLeaks(t *testing.T) {
+	t.Helper()
+	s.secrets.mu.Lock()
+	scanner := leakscan.New(s.secrets.values)
+	s.secrets.mu.Unlock()
+	var leaks []leakscan.Leak
+	logData, err := os.ReadFile(s.opts.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaks = append(leaks, scanner.Scan(filepath.Base(s.opts.LogFile), logData)...)
+	events := 0
+	for _, list := range []client.ObjectList{&corev1.EventList{}, &eventsv1.EventList{}} {
+		if err := s.client.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range items {
+			data, _ := json.Marshal(item)
+			obj := item.(client.Object)
+			leaks = append(leaks, scanner.Scan(fmt.Sprintf("%T %s/%s", item, obj.GetNamespace(), obj.GetName()), data)...)
+		}
+		events += len(items)
+	}
+	for _, l := range leaks {
+		t.Errorf("%s found %s in %s", l.Secret, l.Encoding, l.Source)
+	}
+	t.Logf("scanned the manager log (%d KiB) and %d Events for %d passwords and URIs: %d leak(s)", len(logData)>>10, events, scanner.Len(), len(leaks))
+}
+
+// passwordLog records the first password seen for each Secret of a
+// namespace, and every password and URI seen.
 type passwordLog struct {
 	mu    sync.Mutex
 	first map[string]string
+	// values are every password and URI seen, keyed by
+	// "namespace/name key".
+	values map[string]string
 }
 
 func (p *passwordLog) snapshot() map[string]string {
@@ -357,7 +406,7 @@ func (s *suite) recordPasswords(t *testing.T, namespace string) *passwordLog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &passwordLog{first: map[string]string{}}
+	log := &passwordLog{first: map[string]string{}, values: map[string]string{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -369,6 +418,11 @@ func (s *suite) recordPasswords(t *testing.T, namespace string) *passwordLog {
 			log.mu.Lock()
 			if _, seen := log.first[secret.Name]; !seen && len(secret.Data["password"]) > 0 {
 				log.first[secret.Name] = string(secret.Data["password"])
+			}
+			for _, key := range []string{"password", "uri"} {
+				if v := secret.Data[key]; len(v) > 0 {
+					log.values[secret.Namespace+"/"+secret.Name+" "+key+" "+secret.ResourceVersion] = string(v)
+				}
 			}
 			log.mu.Unlock()
 		}

@@ -48,9 +48,10 @@ func addSeeds(f *testing.F) {
 }
 
 // hugeNegativeExponent matches quantities that resource.ParseQuantity takes
-// practically forever to parse (it rounds them to nano precision). The JSON
-// decoder of an admission request calls it before any dbkeeper code runs, so
-// the fuzzer leaves them out.
+// practically forever to parse (it rounds them to nano precision). Such a
+// Database cannot be built here: GuardQuantities refuses them before an
+// admission request is decoded (FuzzAdmission fuzzes that path), so these
+// fuzzers leave them out.
 var hugeNegativeExponent = regexp.MustCompile(`[eE]-0*[0-9]{3,}`)
 
 // parseQuantity parses a quantity of the fuzz input.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -17,8 +19,8 @@ import (
 )
 
 // The webhook configurations controller-gen writes to config/webhook. Their
-// paths are the ones controller-runtime's builder derives for the Database
-// kind.
+// paths are MutatePath and ValidatePath, the ones controller-runtime's
+// builder derives for the Database kind.
 //
 // +kubebuilder:webhook:path=/mutate-dbkeeper-io-v1alpha1-database,mutating=true,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update,versions=v1alpha1,name=mdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-dbkeeper-io-v1alpha1-database,mutating=false,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update;delete,versions=v1alpha1,name=vdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
@@ -28,18 +30,46 @@ var (
 	_ admission.Validator[*dbv1.Database] = &DatabaseValidator{}
 )
 
+// Paths of the webhooks, as in the markers above (controller-runtime's
+// builder derives the same from the Database kind).
+const (
+	MutatePath   = "/mutate-dbkeeper-io-v1alpha1-database"
+	ValidatePath = "/validate-dbkeeper-io-v1alpha1-database"
+)
+
 // SetupWebhookWithManager registers the defaulting and validating webhooks
 // of Databases with the manager's webhook server. The manager's scheme must
 // know the dbkeeper.io/v1alpha1 types.
+//
+// Each handler is wrapped in GuardQuantities, which refuses a quantity that
+// would take minutes to decode before the request is decoded, so it cannot
+// go through the builder (which offers no hook before decoding).
 func SetupWebhookWithManager(mgr ctrl.Manager, rules Rules) error {
-	err := ctrl.NewWebhookManagedBy(mgr, &dbv1.Database{}).
-		WithDefaulter(&DatabaseDefaulter{Rules: rules}).
-		WithValidator(&DatabaseValidator{Rules: rules}).
-		Complete()
-	if err != nil {
-		return fmt.Errorf("registering the Database webhooks: %w", err)
+	if !mgr.GetScheme().Recognizes(dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)) {
+		return fmt.Errorf("registering the Database webhooks: the manager's scheme lacks %s", dbv1.GroupVersion.WithKind(dbv1.DatabaseKind))
 	}
+	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: rules}))
+	mutating.Handler = GuardQuantities(mutating.Handler)
+	mutating.LogConstructor = requestLogger
+	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: rules}))
+	validating.Handler = GuardQuantities(validating.Handler)
+	validating.LogConstructor = requestLogger
+	server := mgr.GetWebhookServer()
+	server.Register(MutatePath, mutating)
+	server.Register(ValidatePath, validating)
 	return nil
+}
+
+// requestLogger names the Database and the request in the webhooks' log
+// lines, as controller-runtime's builder does.
+func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
+	log := base.WithValues("webhookGroup", dbv1.GroupVersion.Group, "webhookKind", dbv1.DatabaseKind)
+	if req == nil {
+		return log
+	}
+	return log.WithValues(dbv1.DatabaseKind, klog.KRef(req.Namespace, req.Name),
+		"namespace", req.Namespace, "name", req.Name, "resource", req.Resource,
+		"user", req.UserInfo.Username, "requestID", req.UID)
 }
 
 // DatabaseDefaulter is the mutating admission webhook of Databases: it

@@ -1,0 +1,603 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+)
+
+// report holds every figure of a run; it is the JSON output.
+type report struct {
+	Machine machine `json:"machine"`
+	Params  params  `json:"params"`
+	Command string  `json:"command"`
+	// Code is the commit the manager was built from, and whether the
+	// working tree had uncommitted changes.
+	Code         string    `json:"code"`
+	StartedAt    time.Time `json:"startedAt"`
+	TotalSeconds float64   `json:"totalSeconds"`
+	Setup        struct {
+		BuildSeconds float64 `json:"buildSeconds"`
+	} `json:"setup"`
+	Phases      []phaseTime      `json:"phases"`
+	Convergence convergence      `json:"convergence"`
+	Requests    requests         `json:"requests"`
+	Webhook     webhookFigures   `json:"webhook"`
+	Memory      memoryFigures    `json:"memory"`
+	Startup     startupFigures   `json:"startup"`
+	Reconcile   reconcileFigures `json:"reconcile"`
+	Targets     []target         `json:"targets"`
+}
+
+type machine struct {
+	CPUs         int    `json:"cpus"`
+	CPUModel     string `json:"cpuModel"`
+	MemoryBytes  int64  `json:"memoryBytes"`
+	Kernel       string `json:"kernel"`
+	Go           string `json:"go"`
+	Kubernetes   string `json:"kubernetes"`
+	LoadAvgStart string `json:"loadAvgStart"`
+	LoadAvgEnd   string `json:"loadAvgEnd"`
+}
+
+type params struct {
+	N              int     `json:"n"`
+	Concurrency    int     `json:"concurrency"`
+	SteadySeconds  float64 `json:"steadySeconds"`
+	Secrets        int     `json:"secrets"`
+	SecretSize     int     `json:"secretSize"`
+	WebhookSamples int     `json:"webhookSamples"`
+	WebhookRounds  int     `json:"webhookRounds"`
+	Nodes          int     `json:"nodes"`
+	ManagerArgs    string  `json:"managerArgs,omitempty"`
+}
+
+type phaseTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+}
+
+type convergence struct {
+	Dbkeeper arm `json:"dbkeeper"`
+	Floor    arm `json:"floor"`
+	// Ratio is dbkeeper's time over the floor's.
+	Ratio float64 `json:"ratio"`
+}
+
+// arm is one convergence: from the first create until the last object was
+// ready.
+type arm struct {
+	Seconds float64 `json:"seconds"`
+	// CreateSeconds is how long the clients took to issue every create.
+	CreateSeconds float64 `json:"createSeconds"`
+	// Timeline is the number of ready objects over time.
+	Timeline []point `json:"timeline"`
+	// CPUSeconds is the CPU time each process used meanwhile.
+	CPUSeconds map[string]float64 `json:"cpuSeconds"`
+	// StatefulSetsCreatedSeconds and StatefulSetsReadySeconds are, for
+	// dbkeeper, when the last StatefulSet was seen and was ready.
+	StatefulSetsCreatedSeconds float64 `json:"statefulSetsCreatedSeconds,omitempty"`
+	StatefulSetsReadySeconds   float64 `json:"statefulSetsReadySeconds,omitempty"`
+	// StatefulSetsReadyTimeline is, for dbkeeper, the number of ready
+	// StatefulSets over time.
+	StatefulSetsReadyTimeline []point `json:"statefulSetsReadyTimeline,omitempty"`
+}
+
+type point struct {
+	Seconds float64 `json:"s"`
+	Ready   int     `json:"ready"`
+}
+
+type requestCount struct {
+	Verb        string  `json:"verb"`
+	Resource    string  `json:"resource"`
+	Total       float64 `json:"total"`
+	PerDatabase float64 `json:"perDatabase"`
+}
+
+type requests struct {
+	// Dbkeeper and Floor are the API server's mutating requests per
+	// Database while each arm converged, from every client.
+	Dbkeeper []requestCount `json:"dbkeeper"`
+	Floor    []requestCount `json:"floor"`
+	// DbkeeperReads and FloorReads are the same for GET, LIST and WATCH.
+	DbkeeperReads []requestCount `json:"dbkeeperReads"`
+	FloorReads    []requestCount `json:"floorReads"`
+	// Manager is the manager's own requests while the Databases converged.
+	Manager managerRequestFigures `json:"manager"`
+	Steady  steadyFigures         `json:"steady"`
+	Restart restartFigures        `json:"restart"`
+}
+
+type managerRequestFigures struct {
+	ByMethod          map[string]float64 `json:"byMethod"`
+	ByMethodAndCode   map[string]float64 `json:"byMethodAndCode"`
+	ChildWrites       map[string]float64 `json:"childWrites"`
+	Mutating          float64            `json:"mutating"`
+	MutatingPerDB     float64            `json:"mutatingPerDatabase"`
+	ChildWritesPerDB  float64            `json:"childWritesPerDatabase"`
+	StatusWritesPerDB float64            `json:"statusWritesPerDatabase"`
+	StatusConflicts   float64            `json:"statusConflicts"`
+	// OtherWritesPerDB are the manager's remaining writes: Events.
+	OtherWritesPerDB   float64 `json:"otherWritesPerDatabase"`
+	Reads              float64 `json:"reads"`
+	ReadsPerDB         float64 `json:"readsPerDatabase"`
+	CPUSeconds         float64 `json:"cpuSeconds"`
+	CPUMillisPerDB     float64 `json:"cpuMillisPerDatabase"`
+	ConvergenceSeconds float64 `json:"windowSeconds"`
+}
+
+type steadyFigures struct {
+	Seconds         float64            `json:"seconds"`
+	SettleSeconds   float64            `json:"settleSeconds"`
+	ManagerByMethod map[string]float64 `json:"managerByMethod"`
+	ManagerMutating float64            `json:"managerMutating"`
+	ManagerReads    float64            `json:"managerReads"`
+	Reconciles      float64            `json:"reconciles"`
+	// APIServerMutating is every client's writes in the window (Total).
+	APIServerMutating []requestCount `json:"apiserverMutating"`
+}
+
+type restartFigures struct {
+	ByMethod   map[string]float64 `json:"byMethod"`
+	Mutating   float64            `json:"mutating"`
+	Reads      float64            `json:"reads"`
+	Reconciles float64            `json:"reconciles"`
+}
+
+type webhookFigures struct {
+	Samples  int     `json:"samples"`
+	With     latency `json:"with"`
+	Without  latency `json:"without"`
+	Overhead latency `json:"overhead"`
+	// Manager is controller_runtime_webhook_latency_seconds by webhook path.
+	Manager map[string]histogramFigures `json:"manager"`
+	// APIServer is apiserver_admission_webhook_admission_duration_seconds
+	// by type and webhook name.
+	APIServer map[string]histogramFigures `json:"apiserver"`
+}
+
+type memoryFigures struct {
+	Idle                   memory  `json:"idle"`
+	AtN                    memory  `json:"atN"`
+	AfterSecrets           memory  `json:"afterSecrets"`
+	AfterRestart           memory  `json:"afterRestart"`
+	PeakConvergingRSSBytes int64   `json:"peakConvergingRSSBytes"`
+	SecretsCreateSeconds   float64 `json:"secretsCreateSeconds"`
+	SecretsRSSGrowthPct    float64 `json:"secretsRSSGrowthPct"`
+	SecretsHeapGrowthPct   float64 `json:"secretsHeapGrowthPct"`
+}
+
+type startupFigures struct {
+	Empty startup `json:"empty"`
+	WithN startup `json:"withN"`
+}
+
+type reconcileFigures struct {
+	Total             float64            `json:"total"`
+	ByResult          map[string]float64 `json:"byResult"`
+	Errors            float64            `json:"errors"`
+	TimeMeanSeconds   float64            `json:"timeMeanSeconds"`
+	TimeP50Seconds    float64            `json:"timeP50Seconds"`
+	TimeP99Seconds    float64            `json:"timeP99Seconds"`
+	DepthPeak         float64            `json:"depthPeak"`
+	DepthSamples      int                `json:"depthSamples"`
+	QueueWaitP50      float64            `json:"queueWaitP50Seconds"`
+	QueueWaitP99      float64            `json:"queueWaitP99Seconds"`
+	QueueWaitMean     float64            `json:"queueWaitMeanSeconds"`
+	QueueWaitNative   bool               `json:"queueWaitNative"`
+	ReconcileTimeNote string             `json:"reconcileTimeNote"`
+}
+
+type target struct {
+	Name  string `json:"name"`
+	Goal  string `json:"goal"`
+	Value string `json:"value"`
+	Met   bool   `json:"met"`
+}
+
+func newReport(o options, root string) *report {
+	r := &report{StartedAt: time.Now().UTC().Truncate(time.Second), Code: codeVersion(root)}
+	r.Params = params{
+		N: o.n, Concurrency: o.concurrency, SteadySeconds: o.steady.Seconds(), Secrets: o.secrets, SecretSize: o.secretSize,
+		WebhookSamples: o.webhookSamples, WebhookRounds: o.webhookRounds, Nodes: o.nodes, ManagerArgs: o.managerArgs,
+	}
+	r.Command = fmt.Sprintf("go run ./test/bench -n %d -concurrency %d -steady %s", o.n, o.concurrency, o.steady)
+	if o.secrets != 10000 {
+		r.Command += " -secrets " + strconv.Itoa(o.secrets)
+	}
+	if o.webhookSamples != 300 {
+		r.Command += " -webhook-samples " + strconv.Itoa(o.webhookSamples)
+	}
+	if o.managerArgs != "" {
+		r.Command += " -manager-args " + strconv.Quote(o.managerArgs)
+	}
+	r.Machine = machine{
+		CPUs:         runtime.NumCPU(),
+		CPUModel:     cpuModel(),
+		MemoryBytes:  memTotal(),
+		Kernel:       strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")),
+		Go:           runtime.Version(),
+		Kubernetes:   devcluster.KubernetesVersion,
+		LoadAvgStart: loadAvg(),
+	}
+	return r
+}
+
+// finish sets the totals and evaluates the targets.
+func (r *report) finish() {
+	r.TotalSeconds = round3(time.Since(r.StartedAt).Seconds())
+	r.Machine.LoadAvgEnd = loadAvg()
+	n := r.Params.N
+	c := r.Convergence
+	m := r.Requests.Manager
+	w := r.Webhook
+	mem := r.Memory
+	r.Targets = []target{
+		{"convergence", "≤ 1.3 × floor", fmt.Sprintf("%.2f × floor (%.1f s vs %.1f s)", c.Ratio, c.Dbkeeper.Seconds, c.Floor.Seconds), c.Ratio > 0 && c.Ratio <= 1.3},
+		{"mutating requests per Database to converge", "≤ 5", fmt.Sprintf("%.2f (children %.2f, status %.2f, Events %.2f)", m.MutatingPerDB, m.ChildWritesPerDB, m.StatusWritesPerDB, m.OtherWritesPerDB), m.MutatingPerDB <= 5},
+		{"mutating requests in the steady-state window", "0", fmt.Sprintf("%.0f in %.0f s", r.Requests.Steady.ManagerMutating, r.Requests.Steady.Seconds), r.Requests.Steady.ManagerMutating == 0},
+		{"manager GET/LIST while converging", "0 (beyond the initial list and watch)", fmt.Sprintf("%.0f (%.2f per Database)", m.Reads, m.ReadsPerDB), m.Reads == 0},
+		{"webhook overhead p99", "≤ 5 ms", fmt.Sprintf("%+.2f ms", w.Overhead.P99), w.Samples > 0 && w.Overhead.P99 <= 5},
+		{"manager RSS at N", "≤ 60 MiB", mib(mem.AtN.RSSBytes), mem.AtN.RSSBytes <= 60<<20},
+		{"RSS growth from unrelated Secrets", "< 5 %", fmt.Sprintf("%+.1f %% (heap %+.1f %%)", mem.SecretsRSSGrowthPct, mem.SecretsHeapGrowthPct), r.Params.Secrets > 0 && mem.SecretsRSSGrowthPct < 5},
+		{"start-up to ready with N Databases", "≤ 2 s", fmt.Sprintf("%.2f s", r.Startup.WithN.ReadySeconds), r.Startup.WithN.ReadySeconds <= 2},
+	}
+	if n != 1000 {
+		for i := range r.Targets {
+			r.Targets[i].Goal += " (at N = 1000)"
+		}
+	}
+}
+
+func (r *report) writeJSON(file string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(data, '\n'), 0o644)
+}
+
+// Markers around the generated part of the page; text outside them is kept
+// when the page is written again.
+const (
+	docBegin = "<!-- bench:begin (generated by `make bench`; edit outside these markers) -->"
+	docEnd   = "<!-- bench:end -->"
+)
+
+// writeDoc writes the page: the machine, the command and the table between
+// the markers, keeping any text around them.
+func (r *report) writeDoc(file, plot, table string) error {
+	var b strings.Builder
+	b.WriteString(docBegin + "\n\n")
+	fmt.Fprintf(&b, "Latest run: %s, %.0f s in all.\n\n", r.StartedAt.Format("2006-01-02 15:04 MST"), r.TotalSeconds)
+	fmt.Fprintf(&b, "Machine: %d CPU cores (%s), %.1f GiB memory, Linux %s, %s; load average %s at the start, %s at the end (the machine is shared).\n\n",
+		r.Machine.CPUs, r.Machine.CPUModel, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
+	fmt.Fprintf(&b, "Reproduce: `make bench BENCH_N=%d` (after `make k8s-tools`), that is\n\n```sh\n%s -out bin/bench.json\n```\n\n", r.Params.N, r.Command)
+	if plot != "" {
+		fmt.Fprintf(&b, "![Databases Ready over time, dbkeeper and the floor](%s)\n\n", plot)
+	}
+	b.WriteString(table)
+	b.WriteString("\n" + docEnd + "\n")
+	generated := b.String()
+
+	var page string
+	old, err := os.ReadFile(file)
+	switch {
+	case err == nil && bytes.Contains(old, []byte(docBegin)) && bytes.Contains(old, []byte(docEnd)):
+		before, rest, _ := strings.Cut(string(old), docBegin)
+		_, after, _ := strings.Cut(rest, docEnd+"\n")
+		page = before + generated + after
+	case err == nil || errors.Is(err, os.ErrNotExist):
+		page = "# Benchmarks\n\n`make bench` runs dbkeeper on devcluster beside the floor, what the API server and the\n" +
+			"Kubernetes controllers need anyway for the same children, and writes this section.\n\n" + generated
+		if err == nil {
+			page += "\n" + string(old)
+		}
+	default:
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(page), 0o644)
+}
+
+// markdown renders the figures: a summary with the targets, then one table
+// per measure.
+func (r *report) markdown() string {
+	var b strings.Builder
+	p := r.Params
+	n := float64(p.N)
+	fmt.Fprintf(&b, "### dbkeeper beside the floor, N = %d Databases\n\n", p.N)
+	fmt.Fprintf(&b, "devcluster (Kubernetes %s, %d kwok node(s)); the floor on a fresh devcluster of its own, dbkeeper on a second fresh one with the manager as its own process; %d concurrent clients; %d CPU cores, %.1f GiB memory; code: %s.\n\n",
+		r.Machine.Kubernetes, p.Nodes, p.Concurrency, r.Machine.CPUs, float64(r.Machine.MemoryBytes)/(1<<30), r.Code)
+
+	b.WriteString("| target | goal | measured | |\n|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		mark := "met"
+		if !t.Met {
+			mark = "**missed**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Goal, t.Value, mark)
+	}
+
+	c := r.Convergence
+	b.WriteString("\n#### 1. Convergence\n\n| | dbkeeper | floor |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| first create → all ready | %.1f s | %.1f s |\n", c.Dbkeeper.Seconds, c.Floor.Seconds)
+	fmt.Fprintf(&b, "| creates issued by %d clients | %.1f s (%d Databases) | %.1f s (%d × Secret, 2 Services, StatefulSet) |\n", p.Concurrency, c.Dbkeeper.CreateSeconds, p.N, c.Floor.CreateSeconds, p.N)
+	fmt.Fprintf(&b, "| ratio | %.2f | 1 |\n", c.Ratio)
+	fmt.Fprintf(&b, "| half ready | %s | %s |\n", atFraction(c.Dbkeeper.Timeline, 0.5), atFraction(c.Floor.Timeline, 0.5))
+	fmt.Fprintf(&b, "| last StatefulSet created → ready | %.1f s → %.1f s | %.1f s → %.1f s |\n",
+		c.Dbkeeper.StatefulSetsCreatedSeconds, c.Dbkeeper.StatefulSetsReadySeconds, c.Floor.CreateSeconds, c.Floor.Seconds)
+	names := map[string]bool{}
+	for k := range c.Dbkeeper.CPUSeconds {
+		names[k] = true
+	}
+	for k := range c.Floor.CPUSeconds {
+		names[k] = true
+	}
+	var totalDb, totalFloor float64
+	for _, k := range sortedKeys(names) {
+		d, okD := c.Dbkeeper.CPUSeconds[k]
+		f, okF := c.Floor.CPUSeconds[k]
+		totalDb += d
+		totalFloor += f
+		fmt.Fprintf(&b, "| CPU %s | %s | %s |\n", k, cpuCell(d, okD), cpuCell(f, okF))
+	}
+	fmt.Fprintf(&b, "| CPU, all processes | %.1f s | %.1f s |\n", totalDb, totalFloor)
+
+	b.WriteString("\n#### 2. API requests\n\nMutating requests per Database the API server served while each arm converged, from every client " +
+		"(the API server does not tell clients apart: the controller manager, scheduler and kwok write for both arms; background such as leases is included):\n\n")
+	b.WriteString("| verb | resource | floor | dbkeeper | dbkeeper − floor |\n|---|---|---|---|---|\n")
+	type row struct{ floor, db float64 }
+	rows := map[[2]string]*row{}
+	for _, x := range r.Requests.Floor {
+		k := [2]string{x.Verb, x.Resource}
+		if rows[k] == nil {
+			rows[k] = &row{}
+		}
+		rows[k].floor = x.PerDatabase
+	}
+	for _, x := range r.Requests.Dbkeeper {
+		k := [2]string{x.Verb, x.Resource}
+		if rows[k] == nil {
+			rows[k] = &row{}
+		}
+		rows[k].db = x.PerDatabase
+	}
+	keys := make([][2]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][1] != keys[j][1] {
+			return keys[i][1] < keys[j][1]
+		}
+		return keys[i][0] < keys[j][0]
+	})
+	var tf, td float64
+	for _, k := range keys {
+		x := rows[k]
+		if x.floor < 0.005 && x.db < 0.005 {
+			continue
+		}
+		tf += x.floor
+		td += x.db
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %+.2f |\n", k[0], k[1], x.floor, x.db, x.db-x.floor)
+	}
+	fmt.Fprintf(&b, "| | **total** | **%.2f** | **%.2f** | **%+.2f** |\n", tf, td, td-tf)
+
+	m := r.Requests.Manager
+	fmt.Fprintf(&b, "\nThe manager's own requests while converging (client-go's `rest_client_requests_total`, %.0f s): %s; per Database: "+
+		"%.2f mutating = %.2f child writes (%s) + %.2f status writes (%.0f status conflicts in all) + %.2f Events; %.2f GET. Manager CPU %.1f s, %.1f ms per Database.\n",
+		m.ConvergenceSeconds, methods(m.ByMethod), m.MutatingPerDB, m.ChildWritesPerDB, kinds(m.ChildWrites, n), m.StatusWritesPerDB, m.StatusConflicts,
+		m.OtherWritesPerDB, m.ReadsPerDB, m.CPUSeconds, m.CPUMillisPerDB)
+	s := r.Requests.Steady
+	fmt.Fprintf(&b, "\nSteady state (%.0f s window, after %.1f s to settle): the manager made **%.0f mutating** and %.0f GET requests (%s) and ran %.0f reconciles. "+
+		"Every client's writes in the window: %s.\n", s.Seconds, s.SettleSeconds, s.ManagerMutating, s.ManagerReads, methods(s.ManagerByMethod), s.Reconciles, totals(s.APIServerMutating))
+	rs := r.Requests.Restart
+	fmt.Fprintf(&b, "\nAfter a restart with N Databases the manager reconciled %.0f times with %.0f mutating requests; its requests since start: %s.\n",
+		rs.Reconciles, rs.Mutating, methods(rs.ByMethod))
+
+	w := r.Webhook
+	fmt.Fprintf(&b, "\n#### 3. Webhook overhead\n\n%d Database creates one at a time by one client with the webhooks registered, and as many with them removed (`localrun.Uninstall`), in %d alternating blocks, same CRD, same run:\n\n", w.Samples, p.WebhookRounds)
+	b.WriteString("| create latency | p50 | p95 | p99 | mean | max |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| with webhooks | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n", w.With.P50, w.With.P95, w.With.P99, w.With.Mean, w.With.Max)
+	fmt.Fprintf(&b, "| without | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n", w.Without.P50, w.Without.P95, w.Without.P99, w.Without.Mean, w.Without.Max)
+	fmt.Fprintf(&b, "| **overhead** | **%+.2f ms** | **%+.2f ms** | **%+.2f ms** | **%+.2f ms** | |\n", w.Overhead.P50, w.Overhead.P95, w.Overhead.P99, w.Overhead.Mean)
+	b.WriteString("\n| histogram (this phase) | series | calls | mean | p50 | p99 | buckets |\n|---|---|---|---|---|---|---|\n")
+	for _, k := range sortedKeys(w.Manager) {
+		h := w.Manager[k]
+		fmt.Fprintf(&b, "| manager `controller_runtime_webhook_latency_seconds` | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s |\n", k, h.Count, h.Mean, h.P50, h.P99, bucketKind(h.Native))
+	}
+	for _, k := range sortedKeys(w.APIServer) {
+		h := w.APIServer[k]
+		fmt.Fprintf(&b, "| API server `apiserver_admission_webhook_admission_duration_seconds` | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s |\n", k, h.Count, h.Mean, h.P50, h.P99, bucketKind(h.Native))
+	}
+
+	mem := r.Memory
+	b.WriteString("\n#### 4. Manager memory\n\nRSS is VmRSS from /proc/PID/status: anonymous memory plus the pages of the binary it touched (file). " +
+		"Heap in use is `go_memstats_heap_inuse_bytes` right after a garbage collection forced through pprof (`/debug/pprof/heap?gc=1`), and before it.\n\n" +
+		"| when | RSS (anon + file) | heap in use after GC | before GC |\n|---|---|---|---|\n")
+	memRow := func(when string, m memory, note string) {
+		fmt.Fprintf(&b, "| %s | %s (%s + %s)%s | %s | %s |\n", when, mib(m.RSSBytes), mib(m.RSSAnonBytes), mib(m.RSSFileBytes), note,
+			mib(m.HeapInuseBytes), mib(m.HeapInuseBeforeGCBytes))
+	}
+	memRow("idle, no Database", mem.Idle, "")
+	fmt.Fprintf(&b, "| peak while converging (sampled every second) | %s | | |\n", mib(mem.PeakConvergingRSSBytes))
+	memRow(fmt.Sprintf("%d Ready, after the steady-state window", p.N), mem.AtN, "")
+	memRow(fmt.Sprintf("then %d unrelated %d KiB Secrets created (%.0f s)", p.Secrets, p.SecretSize>>10, mem.SecretsCreateSeconds), mem.AfterSecrets,
+		fmt.Sprintf(", **%+.1f %%**", mem.SecretsRSSGrowthPct))
+	memRow(fmt.Sprintf("restarted with %d Databases, all reconciled", p.N), mem.AfterRestart, "")
+	fmt.Fprintf(&b, "\nGrowth from the unrelated Secrets: RSS %+.1f %%, heap in use %+.1f %%.\n", mem.SecretsRSSGrowthPct, mem.SecretsHeapGrowthPct)
+
+	st := r.Startup
+	b.WriteString("\n#### 5. Start-up (process start → …, polled every 10 ms)\n\n| Databases present | /readyz 200 | webhook serving TLS | caches synced (\"Starting workers\") | ready (all three) |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| 0 | %.2f s | %.2f s | %.2f s | %.2f s |\n", st.Empty.ReadyzSeconds, st.Empty.WebhookSeconds, st.Empty.CachesSyncedSeconds, st.Empty.ReadySeconds)
+	fmt.Fprintf(&b, "| %d | %.2f s | %.2f s | %.2f s | **%.2f s** |\n", st.WithN.Databases, st.WithN.ReadyzSeconds, st.WithN.WebhookSeconds, st.WithN.CachesSyncedSeconds, st.WithN.ReadySeconds)
+
+	rc := r.Reconcile
+	b.WriteString("\n#### 6. Reconcile cost while converging (controller-runtime metrics)\n\n| reconciles | per Database | errors | reconcile time p50 / p99 / mean | work queue depth peak | queue wait p50 / p99 / mean |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %.0f (%s) | %.2f | %.0f | %.1f / %.1f / %.1f ms | %.0f | %.2f / %.1f / %.1f ms |\n",
+		rc.Total, methods(rc.ByResult), rc.Total/n, rc.Errors, 1000*rc.TimeP50Seconds, 1000*rc.TimeP99Seconds, 1000*rc.TimeMeanSeconds,
+		rc.DepthPeak, 1000*rc.QueueWaitP50, 1000*rc.QueueWaitP99, 1000*rc.QueueWaitMean)
+	fmt.Fprintf(&b, "\nReconcile time from %s; queue wait from %s buckets.\n", rc.ReconcileTimeNote, bucketKind(rc.QueueWaitNative))
+
+	b.WriteString("\nPhases: ")
+	parts := []string{fmt.Sprintf("building the manager %.0f s", r.Setup.BuildSeconds)}
+	for _, ph := range r.Phases {
+		parts = append(parts, fmt.Sprintf("%s %.0f s", ph.Name, ph.Seconds))
+	}
+	b.WriteString(strings.Join(parts, ", ") + ".\n")
+	return b.String()
+}
+
+func cpuCell(s float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f s", s)
+}
+
+func bucketKind(native bool) string {
+	if native {
+		return "native (≈9 % wide)"
+	}
+	return "classic"
+}
+
+// atFraction returns when the given fraction of the objects was ready.
+func atFraction(tl []point, f float64) string {
+	if len(tl) < 2 {
+		return "–"
+	}
+	want := int(math.Ceil(f * float64(tl[len(tl)-1].Ready)))
+	for _, pt := range tl {
+		if pt.Ready >= want {
+			return fmt.Sprintf("%.1f s", pt.Seconds)
+		}
+	}
+	return "–"
+}
+
+func methods(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func kinds(m map[string]float64, n float64) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]/n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func totals(rc []requestCount) string {
+	if len(rc) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(rc))
+	for _, x := range rc {
+		parts = append(parts, fmt.Sprintf("%s %s %.0f", x.Verb, x.Resource, x.Total))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// round3 and round6 round for the report; NaN and infinities (no
+// observations) become 0, which JSON can carry.
+func round3(x float64) float64 { return roundTo(x, 1e3) }
+func round6(x float64) float64 { return roundTo(x, 1e6) }
+
+func roundTo(x, scale float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return math.Round(x*scale) / scale
+}
+
+// codeVersion describes the checkout the manager is built from.
+func codeVersion(root string) string {
+	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%h %cs %s").Output()
+	if err != nil {
+		return "unknown (not a git checkout)"
+	}
+	v := strings.TrimSpace(string(out))
+	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
+	if err == nil && len(bytes.TrimSpace(status)) > 0 {
+		v += fmt.Sprintf(" + uncommitted changes to %d files", len(strings.Split(strings.TrimSpace(string(status)), "\n")))
+	}
+	return v
+}
+
+func readFile(name string) string {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return ""
+	}
+	return string(data)
+}
+
+func cpuModel() string {
+	for _, line := range strings.Split(readFile("/proc/cpuinfo"), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func memTotal() int64 {
+	for _, line := range strings.Split(readFile("/proc/meminfo"), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+func loadAvg() string {
+	f := strings.Fields(readFile("/proc/loadavg"))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,326 @@
+package deploy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// Names of the cert-manager binaries `make cert-manager-tools` builds.
+const (
+	certManagerController = "cert-manager-controller"
+	certManagerCAInjector = "cert-manager-cainjector"
+	certManagerAssetsEnv  = "CERT_MANAGER_ASSETS"
+)
+
+// certManagerVersion returns the cert-manager version hack/certmanager/go.mod pins.
+func certManagerVersion(t testing.TB) string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(testenv.ProjectRoot(), "hack", "certmanager", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == "github.com/cert-manager/cert-manager" {
+			return fields[1]
+		}
+	}
+	t.Fatal("hack/certmanager/go.mod does not require github.com/cert-manager/cert-manager")
+	return ""
+}
+
+// requireCertManager returns the directory with cert-manager's controller,
+// cainjector and crds/: CERT_MANAGER_ASSETS when set (the Makefile sets it),
+// else where `make cert-manager-tools` builds them. It skips the test in
+// -short mode or when they are missing, unless CERT_MANAGER_ASSETS is set:
+// then missing binaries fail it.
+func requireCertManager(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real API server and cert-manager; skipped in -short mode")
+	}
+	dir, fromEnv := os.LookupEnv(certManagerAssetsEnv)
+	if !fromEnv || dir == "" {
+		fromEnv = false
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		dir = filepath.Join(cache, "dbkeeper", "cert-manager", certManagerVersion(t))
+	}
+	for _, name := range []string{certManagerController, certManagerCAInjector, filepath.Join("crds", "cert-manager.io_certificates.yaml")} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			if fromEnv {
+				t.Fatalf("%s=%s has no %s: run `make cert-manager-tools`", certManagerAssetsEnv, dir, name)
+			}
+			t.Skipf("cert-manager is not built (%s missing): run `make cert-manager-tools`, or `make test`", filepath.Join(dir, name))
+		}
+	}
+	return dir
+}
+
+// process is a program the test started, in a process group of its own and
+// with the parent-death signal set, so that the kernel kills it if the test
+// process dies without stopping it.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logFile string
+	done    chan struct{}
+	err     error
+}
+
+func startProcess(t testing.TB, name, logFile, binary string, args ...string) *process {
+	t.Helper()
+	log, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: name, logFile: logFile, done: make(chan struct{}), cmd: exec.Command(binary, args...)}
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		log.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Errorf("stopping %s: %v", name, err)
+		}
+	})
+	return p
+}
+
+// running returns an error if the process has exited.
+func (p *process) running() error {
+	select {
+	case <-p.done:
+		err := p.err
+		if err == nil {
+			err = errors.New("exit status 0")
+		}
+		return fmt.Errorf("%s exited (%w); see %s", p.name, err, p.logFile)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM to the process group (its id is the pid the test
+// started), waits up to 10 seconds, then kills the group.
+func (p *process) stop() error {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	<-p.done
+	return fmt.Errorf("%s did not exit within 10s of SIGTERM and was killed", p.name)
+}
+
+// written is one version of a Secret's data written to the volume.
+type written struct {
+	at     time.Time
+	serial string // of tls.crt
+	sizes  map[string]int
+}
+
+// secretVolume keeps a directory in sync with a Secret the way the kubelet
+// updates a Secret volume: each version of the data is written to a new
+// directory, which the ..data symlink is atomically switched to, and each
+// key is a symlink through ..data. A deleted Secret leaves the last files.
+type secretVolume struct {
+	dir    string
+	key    client.ObjectKey
+	client client.Client
+
+	mu       sync.Mutex
+	digest   string // of the data last written
+	writes   int
+	updated  time.Time // when data that differed was last written
+	history  []written
+	lastErr  error
+	stop     context.CancelFunc
+	finished chan struct{}
+}
+
+// syncSecret starts copying the Secret into dir every 100ms until the test ends.
+func syncSecret(t testing.TB, c client.Client, key client.ObjectKey, dir string) *secretVolume {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &secretVolume{dir: dir, key: key, client: c, stop: cancel, finished: make(chan struct{})}
+	go func() {
+		defer close(v.finished)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			v.sync(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-v.finished })
+	return v
+}
+
+func (v *secretVolume) sync(ctx context.Context) {
+	secret := &corev1.Secret{}
+	err := v.client.Get(ctx, v.key, secret)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err), ctx.Err() != nil:
+		return
+	case err != nil:
+		v.lastErr = err
+		return
+	case len(secret.Data[corev1.TLSCertKey]) == 0 || digest(secret.Data) == v.digest:
+		return
+	}
+	if err := v.write(secret.Data); err != nil {
+		v.lastErr = err
+		return
+	}
+	v.digest, v.updated, v.lastErr = digest(secret.Data), time.Now(), nil
+	v.writes++
+	sizes := map[string]int{}
+	for k, d := range secret.Data {
+		sizes[k] = len(d)
+	}
+	v.history = append(v.history, written{at: v.updated, serial: serial(secret.Data[corev1.TLSCertKey]), sizes: sizes})
+}
+
+// digest identifies a Secret's data.
+func digest(data map[string][]byte) string {
+	h := sha256.New()
+	for _, key := range slices.Sorted(maps.Keys(data)) {
+		fmt.Fprintf(h, "%s=%d:%s;", key, len(data[key]), data[key])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// write is the kubelet's atomic writer in short.
+func (v *secretVolume) write(data map[string][]byte) error {
+	version := fmt.Sprintf("..%s.%d", time.Now().UTC().Format("2006_01_02_15_04_05"), v.writes)
+	if err := os.Mkdir(filepath.Join(v.dir, version), 0o700); err != nil {
+		return err
+	}
+	for key, value := range data {
+		if err := os.WriteFile(filepath.Join(v.dir, version, key), value, 0o600); err != nil {
+			return err
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(v.dir, "..data"))
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(version, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		return err
+	}
+	for key := range data {
+		link := filepath.Join(v.dir, key)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", key), link); err != nil {
+			return err
+		}
+	}
+	if old != "" {
+		return os.RemoveAll(filepath.Join(v.dir, old))
+	}
+	return nil
+}
+
+// firstWritten returns when tls.crt with that serial was first written.
+func (v *secretVolume) firstWritten(serial string) (time.Time, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, w := range v.history {
+		if w.serial == serial {
+			return w.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// log returns the versions written since a time, for the test log.
+func (v *secretVolume) log(since time.Time) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var b strings.Builder
+	for _, w := range v.history {
+		if !w.at.Before(since) {
+			fmt.Fprintf(&b, "  +%s serial %s, bytes %v\n", w.at.Sub(since).Round(time.Millisecond), w.serial, w.sizes)
+		}
+	}
+	return b.String()
+}
+
+// state returns the digest of the data last written and when it was
+// written, and the last error.
+func (v *secretVolume) state() (digest string, updated time.Time, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.digest, v.updated, v.lastErr
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,687 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/leakscan"
+	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+// managerArgs are the flags of every manager the tests start, on top of
+// localrun's addresses: plain-HTTP metrics (to read the reconcile counters)
+// and debug logging, the most a password could leak through. The backoff
+// is the production default.
+var managerArgs = []string{"--metrics-secure=false", "--zap-log-level=debug"}
+
+// startManager starts a manager serving the installed webhook port, and
+// stops it when the test ends. name names its log file.
+func (h *harness) startManager(t *testing.T, name string, extra ...string) *localrun.Manager {
+	t.Helper()
+	return h.startManagerOn(t, name, h.webhookPort, extra...)
+}
+
+// startManagerOn starts a manager whose webhook server listens on
+// webhookPort.
+func (h *harness) startManagerOn(t *testing.T, name string, webhookPort int, extra ...string) *localrun.Manager {
+	t.Helper()
+	h.mu.Lock()
+	h.started++
+	logFile := filepath.Join(h.dir, "logs", fmt.Sprintf("%03d-%s.log", h.started, name))
+	h.logFiles = append(h.logFiles, logFile)
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m, err := localrun.StartManager(ctx, localrun.ManagerOptions{
+		Binary: h.binary, Kubeconfig: h.kubeconfig, CertDir: h.certDir, WebhookPort: webhookPort,
+		LogFile: logFile, Args: append(append([]string{}, managerArgs...), extra...),
+	})
+	if err != nil {
+		t.Fatalf("starting manager %s: %v\n%s", name, err, tail(logFile, 40))
+	}
+	h.mu.Lock()
+	h.running = append(h.running, m)
+	h.mu.Unlock()
+	t.Cleanup(func() {
+		select {
+		case <-m.Done():
+		default:
+			if err := m.Stop(); err != nil {
+				t.Errorf("stopping manager %s: %v", name, err)
+			}
+		}
+		if t.Failed() {
+			t.Logf("manager log %s (last 60 lines):\n%s", filepath.Base(logFile), tail(logFile, 60))
+		}
+	})
+	return m
+}
+
+// stopManagers stops every manager still running, with SIGTERM.
+func (h *harness) stopManagers(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	running := h.running
+	h.running = nil
+	h.mu.Unlock()
+	for _, m := range running {
+		select {
+		case <-m.Done():
+		default:
+			if err := m.Stop(); err != nil {
+				t.Errorf("stopping manager (pid %d): %v", m.PID(), err)
+			}
+		}
+	}
+}
+
+// dumpOnFailure logs the state of namespace and the component logs if the
+// test fails.
+func (h *harness) dumpOnFailure(t *testing.T, namespace string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		out, _, _ := h.cluster.Kubectl(ctx, "get", "db,sts,svc,secrets,pvc,pods", "-n", namespace, "-o", "wide")
+		t.Logf("state of namespace %s:\n%s", namespace, out)
+		out, _, _ = h.cluster.Kubectl(ctx, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
+		t.Logf("events of namespace %s (last 40 lines):\n%s", namespace, lastLines(out, 40))
+		t.Logf("component logs:\n%s", h.cluster.Logs())
+	})
+}
+
+// createNamespace creates a namespace for one test.
+func (h *harness) createNamespace(t *testing.T, name string) {
+	t.Helper()
+	if err := h.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	h.dumpOnFailure(t, name)
+}
+
+// deleteNamespace deletes a test's namespace without waiting, so that later
+// tests' managers do not reconcile its Databases. Call it while a manager
+// serves the webhooks: deleting a Database is admitted by dbkeeper.
+func (h *harness) deleteNamespace(t *testing.T, name string) {
+	t.Helper()
+	if err := h.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
+		t.Errorf("deleting namespace %s: %v", name, err)
+	}
+}
+
+// newDatabase returns a minimal Database; the webhook defaults the rest.
+func newDatabase(namespace, name string, engine dbv1.Engine, policy dbv1.DeletionPolicy) *dbv1.Database {
+	return &dbv1.Database{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec:       dbv1.DatabaseSpec{Engine: engine, DeletionPolicy: policy},
+	}
+}
+
+// permanent reports whether a request failed for a reason retrying cannot
+// fix. A webhook that cannot be called answers 500 (InternalError) and an
+// API server that is down refuses connections: both are retried.
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) ||
+		apierrors.IsUnauthorized(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err) ||
+		apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// retry calls f until it succeeds, fails permanently, or ctx ends, the way a
+// careful client (kubectl in a loop, Argo CD, Flux) does. It returns the
+// number of attempts.
+func retry(ctx context.Context, f func(context.Context) error) (int, error) {
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := f(callCtx)
+		cancel()
+		if err == nil || permanent(err) {
+			return attempt, err
+		}
+		select {
+		case <-ctx.Done():
+			return attempt, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// createDatabase creates db, retrying; AlreadyExists after a retry means an
+// earlier attempt succeeded.
+func (h *harness) createDatabase(ctx context.Context, db *dbv1.Database) (int, error) {
+	return retry(ctx, func(ctx context.Context) error {
+		err := h.client.Create(ctx, db.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// patchDatabase applies a JSON merge patch to a Database, retrying. Merge
+// patches set absolute values, so repeating one is harmless.
+func (h *harness) patchDatabase(ctx context.Context, namespace, name, patch string) (int, error) {
+	return retry(ctx, func(ctx context.Context) error {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+		return h.client.Patch(ctx, db, client.RawPatch(types.MergePatchType, []byte(patch)))
+	})
+}
+
+// deleteDatabase deletes a Database, retrying; NotFound means done.
+func (h *harness) deleteDatabase(ctx context.Context, namespace, name string) (int, error) {
+	return retry(ctx, func(ctx context.Context) error {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+		return client.IgnoreNotFound(h.client.Delete(ctx, db))
+	})
+}
+
+// readyAtGeneration reports whether a Database is Ready at its current
+// generation, and otherwise why not.
+func readyAtGeneration(db *dbv1.Database) (bool, string) {
+	c := meta.FindStatusCondition(db.Status.Conditions, dbv1.ConditionReady)
+	switch {
+	case db.Status.ObservedGeneration != db.Generation:
+		return false, fmt.Sprintf("observedGeneration %d, generation %d", db.Status.ObservedGeneration, db.Generation)
+	case c == nil:
+		return false, "no Ready condition"
+	case c.ObservedGeneration != db.Generation:
+		return false, fmt.Sprintf("Ready describes generation %d, not %d", c.ObservedGeneration, db.Generation)
+	case c.Status != metav1.ConditionTrue:
+		return false, fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	return true, ""
+}
+
+// waitReady waits until every Database of namespace that is not being
+// deleted, or only those named, is Ready at its current generation, and
+// returns how long it took.
+func (h *harness) waitReady(t *testing.T, namespace string, timeout time.Duration, only ...string) time.Duration {
+	t.Helper()
+	began := time.Now()
+	var last []string
+	for time.Since(began) < timeout {
+		list := &dbv1.DatabaseList{}
+		err := h.client.List(context.Background(), list, client.InNamespace(namespace))
+		if err != nil {
+			last = []string{err.Error()}
+		} else {
+			last = last[:0]
+			for i := range list.Items {
+				db := &list.Items[i]
+				if !db.DeletionTimestamp.IsZero() || (len(only) > 0 && !slices.Contains(only, db.Name)) {
+					continue
+				}
+				if ok, why := readyAtGeneration(db); !ok {
+					last = append(last, db.Name+": "+why)
+				}
+			}
+			if len(last) == 0 {
+				return time.Since(began)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	sort.Strings(last)
+	t.Fatalf("after %s, %d Database(s) of %s are not Ready at their generation:\n%s", timeout, len(last), namespace, strings.Join(last, "\n"))
+	return 0
+}
+
+// expectation says which Databases of a namespace were deleted, and with
+// what deletion policy; the live ones are read from the API server.
+type expectation struct {
+	namespace string
+	// deleted are the Databases the test deleted, by name.
+	deleted map[string]dbv1.DeletionPolicy
+}
+
+// childProblems compares everything dbkeeper made in a namespace with what
+// its live Databases want, and returns every difference:
+//   - each live Database has exactly its Secret, two Services and
+//     StatefulSet, controlled by it, with no field dbkeeper owns out of line
+//     with the spec (the controller's own diff, desired.Changes, finds nothing
+//     to write), and a claim per replica of the spec's size;
+//   - each password is the first one the recorder saw for its Secret;
+//   - no child of a deleted or unknown Database is left (no orphan), and the
+//     claims of deleted Databases exist exactly when their policy is Retain;
+//   - no claim of a live or Retain Database was ever deleted.
+func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
+	ns := exp.namespace
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	inNS := []client.ListOption{client.InNamespace(ns), client.MatchingLabels{desired.LabelManagedBy: desired.ManagedByValue}}
+
+	dbs := &dbv1.DatabaseList{}
+	secrets := &corev1.SecretList{}
+	services := &corev1.ServiceList{}
+	statefulSets := &appsv1.StatefulSetList{}
+	claims := &corev1.PersistentVolumeClaimList{}
+	for _, list := range []client.ObjectList{secrets, services, statefulSets, claims} {
+		if err := h.client.List(ctx, list, inNS...); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	if err := h.client.List(ctx, dbs, client.InNamespace(ns)); err != nil {
+		return []string{err.Error()}
+	}
+	live := map[string]*dbv1.Database{}
+	for i := range dbs.Items {
+		db := &dbs.Items[i]
+		if _, gone := exp.deleted[db.Name]; gone {
+			add("Database %s was deleted but still exists (finalizers %v)", db.Name, db.Finalizers)
+			continue
+		}
+		live[db.Name] = db
+	}
+	first := h.rec.passwords(ns)
+
+	// owner returns the live Database controlling obj, or records why none does.
+	owner := func(kind string, obj client.Object) *dbv1.Database {
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.Kind != dbv1.DatabaseKind {
+			add("orphan: %s %s has no controlling Database", kind, obj.GetName())
+			return nil
+		}
+		db, ok := live[ref.Name]
+		if !ok || db.UID != ref.UID {
+			add("orphan: %s %s is controlled by Database %s (uid %s), which no longer exists", kind, obj.GetName(), ref.Name, ref.UID)
+			return nil
+		}
+		return db
+	}
+	spec := func(db *dbv1.Database) *dbv1.Database {
+		s := db.DeepCopy()
+		webhooks.Rules{}.Default(s)
+		return s
+	}
+
+	seenSecret := map[string]bool{}
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		db := owner("Secret", s)
+		if db == nil {
+			continue
+		}
+		if s.Name != desired.SecretName(db) {
+			add("Secret %s: unexpected name for Database %s", s.Name, db.Name)
+			continue
+		}
+		seenSecret[db.Name] = true
+		password := string(s.Data[desired.SecretKeyPassword])
+		switch want, ok := first[s.Name]; {
+		case password == "":
+			add("Secret %s has no password", s.Name)
+		case !ok:
+			add("Secret %s: the recorder never saw its first password", s.Name)
+		case password != want:
+			add("Secret %s: the password is not the first one generated", s.Name)
+		}
+		have, err := corev1ac.ExtractSecret(s, desired.FieldManager)
+		if err != nil {
+			add("Secret %s: %v", s.Name, err)
+		} else if c := desired.Changes(desired.Secret(spec(db), password), have); len(c) > 0 {
+			add("Secret %s differs from the spec in %v", s.Name, c)
+		}
+	}
+	seenServices := map[string]int{}
+	for i := range services.Items {
+		s := &services.Items[i]
+		db := owner("Service", s)
+		if db == nil {
+			continue
+		}
+		want := map[string]*corev1ac.ServiceApplyConfiguration{
+			desired.ClientServiceName(db):   desired.ClientService(spec(db)),
+			desired.HeadlessServiceName(db): desired.HeadlessService(spec(db)),
+		}[s.Name]
+		if want == nil {
+			add("Service %s: unexpected name for Database %s", s.Name, db.Name)
+			continue
+		}
+		seenServices[db.Name]++
+		have, err := corev1ac.ExtractService(s, desired.FieldManager)
+		if err != nil {
+			add("Service %s: %v", s.Name, err)
+		} else if c := desired.Changes(want, have); len(c) > 0 {
+			add("Service %s differs from the spec in %v", s.Name, c)
+		}
+	}
+	seenStatefulSet := map[string]bool{}
+	for i := range statefulSets.Items {
+		sts := &statefulSets.Items[i]
+		db := owner("StatefulSet", sts)
+		if db == nil {
+			continue
+		}
+		if sts.Name != desired.StatefulSetName(db) {
+			add("StatefulSet %s: unexpected name for Database %s", sts.Name, db.Name)
+			continue
+		}
+		seenStatefulSet[db.Name] = true
+		want := desired.StatefulSet(spec(db))
+		// Claim templates cannot change: a larger size goes to the
+		// claims, checked below.
+		for j := range want.Spec.VolumeClaimTemplates {
+			if j < len(sts.Spec.VolumeClaimTemplates) && want.Spec.VolumeClaimTemplates[j].Spec.Resources != nil {
+				(*want.Spec.VolumeClaimTemplates[j].Spec.Resources.Requests)[corev1.ResourceStorage] = sts.Spec.VolumeClaimTemplates[j].Spec.Resources.Requests[corev1.ResourceStorage]
+			}
+		}
+		have, err := appsv1ac.ExtractStatefulSet(sts, desired.FieldManager)
+		if err != nil {
+			add("StatefulSet %s: %v", sts.Name, err)
+		} else if c := desired.Changes(want, have); len(c) > 0 {
+			add("StatefulSet %s differs from the spec in %v", sts.Name, c)
+		}
+		replicas := *spec(db).Spec.Replicas
+		if sts.Status.ReadyReplicas != replicas || sts.Status.UpdatedReplicas != replicas || sts.Status.CurrentRevision != sts.Status.UpdateRevision {
+			add("StatefulSet %s: %d ready, %d updated of %d (revision %s, update %s)", sts.Name,
+				sts.Status.ReadyReplicas, sts.Status.UpdatedReplicas, replicas, sts.Status.CurrentRevision, sts.Status.UpdateRevision)
+		}
+	}
+
+	claimByName := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		claimByName[c.Name] = c
+		instance := c.Labels[desired.LabelInstance]
+		if _, ok := live[instance]; ok {
+			continue
+		}
+		switch policy, deleted := exp.deleted[instance]; {
+		case !deleted:
+			add("orphan: claim %s belongs to no Database (instance %q)", c.Name, instance)
+		case policy == dbv1.DeletionPolicyDelete:
+			add("claim %s of Database %s (deletionPolicy Delete) was not deleted", c.Name, instance)
+		}
+	}
+	for name, db := range live {
+		if !seenSecret[name] {
+			add("Database %s has no credentials Secret", name)
+		}
+		if seenServices[name] != 2 {
+			add("Database %s has %d Services, want 2", name, seenServices[name])
+		}
+		if !seenStatefulSet[name] {
+			add("Database %s has no StatefulSet", name)
+		}
+		s := spec(db)
+		for i := range *s.Spec.Replicas {
+			c := claimByName[desired.DataClaimName(db, i)]
+			if c == nil {
+				add("Database %s: claim %s missing", name, desired.DataClaimName(db, i))
+				continue
+			}
+			if size := c.Spec.Resources.Requests[corev1.ResourceStorage]; size.Cmp(*s.Spec.Storage.Size) != 0 {
+				add("claim %s requests %s, want %s", c.Name, size.String(), s.Spec.Storage.Size.String())
+			}
+		}
+	}
+	for _, c := range h.rec.claimsOf(ns) {
+		if !c.deleted {
+			continue
+		}
+		if _, ok := live[c.instance]; ok {
+			add("PVC LOST: claim %s of live Database %s was deleted", c.name, c.instance)
+		} else if exp.deleted[c.instance] == dbv1.DeletionPolicyRetain {
+			add("PVC LOST: claim %s of Database %s (deletionPolicy Retain) was deleted", c.name, c.instance)
+		}
+	}
+	if n, names := h.rec.passwordChanges(ns); n > 0 {
+		add("PASSWORD CHANGED: %d time(s), in Secrets %v", n, names)
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// waitChildren waits until childProblems finds nothing, and fails the test
+// with the last problems found otherwise.
+func (h *harness) waitChildren(t *testing.T, exp expectation, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var problems []string
+	for {
+		problems = h.childProblems(context.Background(), exp)
+		if len(problems) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the children of namespace %s are not as their Databases want:\n%s", exp.namespace, strings.Join(problems, "\n"))
+}
+
+// lostClaims returns how many claims of namespace that had to survive were
+// deleted: those of live Databases and of deleted Retain Databases.
+func (h *harness) lostClaims(exp expectation, live map[string]bool) int {
+	n := 0
+	for _, c := range h.rec.claimsOf(exp.namespace) {
+		if c.deleted && (live[c.instance] || exp.deleted[c.instance] == dbv1.DeletionPolicyRetain) {
+			n++
+		}
+	}
+	return n
+}
+
+// scrape returns the manager's metrics in the Prometheus text format.
+func scrape(m *localrun.Manager) (string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + m.MetricsAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return string(body), nil
+}
+
+// metric returns the sum of the samples of a metric whose labels contain
+// every one of match (each written name="value").
+func metric(text, name string, match ...string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		labels := ""
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.Index(rest, "}")
+			if end < 0 {
+				continue
+			}
+			labels, rest = rest[:end+1], rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // a longer metric name
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(labels, m)
+		}
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// mustScrape returns the manager's metrics or fails the test.
+func mustScrape(t *testing.T, m *localrun.Manager) string {
+	t.Helper()
+	text, err := scrape(m)
+	if err != nil {
+		t.Fatalf("reading the manager's metrics: %v", err)
+	}
+	return text
+}
+
+// reconciles returns the Database controller's reconcile count by result.
+func reconciles(text string) float64 {
+	return metric(text, "controller_runtime_reconcile_total", `controller="database"`)
+}
+
+// logLevels counts the lines of a JSON log by level, from offset on.
+func logLevels(file string, offset int64) (map[string]int, int64, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, 0, err
+	}
+	size := int64(len(data))
+	if offset > size {
+		offset = size
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(data[offset:]), "\n") {
+		var entry struct {
+			Level string `json:"level"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Level != "" {
+			counts[entry.Level]++
+		}
+	}
+	return counts, size, nil
+}
+
+// scanForPasswords reads every manager log of the run, every component log
+// and every Event, and fails if any holds a password or a connection URI of
+// a credentials Secret, plain or base64-encoded.
+func (h *harness) scanForPasswords(w io.Writer) error {
+	values := map[string]string{}
+	secretsSeen := map[string]bool{}
+	for key, v := range h.rec.allSecretData() {
+		if strings.HasSuffix(key, " "+desired.SecretKeyPassword) || strings.HasSuffix(key, " "+desired.SecretKeyURI) {
+			values[key] = v
+			secretsSeen[strings.Fields(key)[0]] = true
+		}
+	}
+	scanner := leakscan.New(values)
+	var leaks []leakscan.Leak
+	var logBytes int64
+	h.mu.Lock()
+	files := append([]string{}, h.logFiles...)
+	h.mu.Unlock()
+	components, _ := filepath.Glob(filepath.Join(h.cluster.RunDir, "*.log"))
+	for _, f := range append(files, components...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return err
+		}
+		logBytes += int64(len(data))
+		leaks = append(leaks, scanner.Scan(filepath.Base(f), data)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	events := 0
+	coreEvents := &corev1.EventList{}
+	if err := h.client.List(ctx, coreEvents); err != nil {
+		return err
+	}
+	for i := range coreEvents.Items {
+		data, _ := json.Marshal(&coreEvents.Items[i])
+		leaks = append(leaks, scanner.Scan("Event "+coreEvents.Items[i].Namespace+"/"+coreEvents.Items[i].Name, data)...)
+	}
+	events += len(coreEvents.Items)
+	newEvents := &eventsv1.EventList{}
+	if err := h.client.List(ctx, newEvents); err != nil {
+		return err
+	}
+	for i := range newEvents.Items {
+		data, _ := json.Marshal(&newEvents.Items[i])
+		leaks = append(leaks, scanner.Scan("events.k8s.io Event "+newEvents.Items[i].Namespace+"/"+newEvents.Items[i].Name, data)...)
+	}
+	events += len(newEvents.Items)
+	fmt.Fprintf(w, "password scan: %d passwords and URIs of %d credentials Secrets, in %d manager logs and %d component logs (%.1f MiB) and %d Events (core/v1 and events.k8s.io/v1): %d leak(s)\n",
+		scanner.Len(), len(secretsSeen), len(files), len(components), float64(logBytes)/(1<<20), events, len(leaks))
+	if len(leaks) > 0 {
+		for _, l := range leaks {
+			fmt.Fprintf(w, "LEAK: %s found %s in %s\n", l.Secret, l.Encoding, l.Source)
+		}
+		return fmt.Errorf("%d secret value(s) found in logs or Events", len(leaks))
+	}
+	return nil
+}
+
+// checkForbidden fails if a manager log says a request was forbidden: the
+// manager runs bound to the generated RBAC only, so that would mean the
+// role lacks a permission the controller uses.
+func (h *harness) checkForbidden(w io.Writer) error {
+	h.mu.Lock()
+	files := append([]string{}, h.logFiles...)
+	h.mu.Unlock()
+	var found []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "is forbidden") {
+				found = append(found, filepath.Base(f)+": "+line)
+			}
+		}
+	}
+	fmt.Fprintf(w, "RBAC: the managers ran as ServiceAccount %s/%s bound to config/rbac only; %d request(s) forbidden\n", managerNamespace, managerServiceAccount, len(found))
+	if len(found) > 0 {
+		fmt.Fprintln(w, strings.Join(found[:min(len(found), 20)], "\n"))
+		return fmt.Errorf("%d request(s) of the manager were forbidden by its RBAC", len(found))
+	}
+	return nil
+}
+
+func tail(file string, n int) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	return lastLines(string(data), n)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,271 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// longEnv is the environment variable that turns on the soaks: with
+// DBKEEPER_FAULTS=long the crash soak and the API server restart run with
+// 50 Databases each (make test-faults); without it they run small.
+const longEnv = "DBKEEPER_FAULTS"
+
+// seedEnv replays the random choices of a run: its value is the seed a
+// previous run logged.
+const seedEnv = "DBKEEPER_FAULTS_SEED"
+
+// long reports whether the soaks run at full size.
+func long() bool { return os.Getenv(longEnv) == "long" }
+
+// The manager's identity: a ServiceAccount bound to the generated RBAC only.
+const (
+	managerNamespace      = "dbkeeper-system"
+	managerServiceAccount = "dbkeeper-controller-manager"
+	// leaseNamespace is where leader election keeps its Lease
+	// (--leader-election-namespace).
+	leaseNamespace = "default"
+)
+
+var (
+	sharedOnce sync.Once
+	shared     *harness
+	sharedErr  error
+)
+
+// TestMain runs the tests, then scans every manager log and Event of the run
+// for the generated passwords and the manager logs for requests its RBAC
+// forbade, and stops the shared cluster.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		for _, check := range []func(io.Writer) error{shared.scanForPasswords, shared.checkForbidden} {
+			if err := check(os.Stdout); err != nil {
+				fmt.Fprintf(os.Stdout, "FAIL: %v\n", err)
+				code = 1
+			}
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stdout, "component logs:\n%s", shared.cluster.Logs())
+		}
+		if err := shared.stop(); err != nil {
+			fmt.Fprintf(os.Stdout, "FAIL: stopping the cluster: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env returns the shared cluster with dbkeeper installed, starting it on
+// first use. It skips the test in -short mode or without the binaries.
+func env(t *testing.T) *harness {
+	t.Helper()
+	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+	sharedOnce.Do(func() {
+		shared, sharedErr = start()
+	})
+	if sharedErr != nil {
+		t.Fatalf("starting the shared cluster: %v", sharedErr)
+	}
+	return shared
+}
+
+// harness is a devcluster with dbkeeper's CRD and webhook configurations
+// installed, the manager binary built, and recorders of every password and
+// claim that appears.
+type harness struct {
+	cluster   *devcluster.Cluster
+	root      string
+	dir       string // the run directory: binary, certificates, manager logs
+	binary    string
+	certDir   string
+	client    client.Client // admin
+	clientset kubernetes.Interface
+	rec       *recorder
+	// webhookPort is where the installed webhook configurations send
+	// admission requests.
+	webhookPort int
+	// kubeconfig is the manager's: the ServiceAccount bound to config/rbac.
+	kubeconfig string
+
+	mu       sync.Mutex
+	logFiles []string
+	started  int                 // managers started, for log file names
+	running  []*localrun.Manager // managers started, for stopManagers
+}
+
+func start() (_ *harness, err error) {
+	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	h := &harness{root: testenv.ProjectRoot()}
+	if h.dir, err = os.MkdirTemp("", "dbkeeper-faults-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = h.stop()
+		}
+	}()
+	h.binary = filepath.Join(h.dir, "dbkeeper")
+	h.certDir = filepath.Join(h.dir, "certs")
+
+	// Build the manager while the cluster starts.
+	built := make(chan error, 1)
+	go func() { built <- localrun.Build(ctx, h.root, h.binary) }()
+	h.cluster, err = devcluster.Start(ctx, devcluster.Options{BinDir: testenv.BinDir(), RunDir: filepath.Join(h.dir, "cluster"), Nodes: 1})
+	if buildErr := <-built; buildErr != nil {
+		return nil, errors.Join(buildErr, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = dbv1.AddToScheme(scheme)
+	if h.client, err = client.New(h.cluster.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	if h.clientset, err = kubernetes.NewForConfig(h.cluster.Config); err != nil {
+		return nil, err
+	}
+	if h.webhookPort, err = localrun.FreePort(); err != nil {
+		return nil, err
+	}
+	if err := h.install(ctx); err != nil {
+		return nil, err
+	}
+	if err := h.createManagerIdentity(ctx); err != nil {
+		return nil, fmt.Errorf("creating the manager's ServiceAccount and RBAC: %w", err)
+	}
+	if h.rec, err = startRecorder(h.clientset); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// install installs the CRD and the webhook configurations, pointing at
+// h.webhookPort, with a new serving certificate in h.certDir.
+func (h *harness) install(ctx context.Context) error {
+	return localrun.Install(ctx, h.cluster.Config, h.root, h.certDir, h.webhookPort)
+}
+
+func (h *harness) stop() error {
+	var errs []error
+	if h.rec != nil {
+		h.rec.stop()
+	}
+	if h.cluster != nil {
+		errs = append(errs, h.cluster.Stop())
+	}
+	if os.Getenv("DBKEEPER_FAULTS_KEEP") == "" {
+		errs = append(errs, os.RemoveAll(h.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// createManagerIdentity creates the manager's ServiceAccount, binds it to
+// the generated ClusterRole (config/rbac/role.yaml) and the leader election
+// Role (config/rbac/leader_election_role.yaml, in leaseNamespace), and
+// writes a kubeconfig with a token of it to h.kubeconfig.
+func (h *harness) createManagerIdentity(ctx context.Context) error {
+	clusterRole := &rbacv1.ClusterRole{}
+	if err := readManifest(filepath.Join(h.root, "config", "rbac", "role.yaml"), clusterRole); err != nil {
+		return err
+	}
+	leaderRole := &rbacv1.Role{}
+	if err := readManifest(filepath.Join(h.root, "config", "rbac", "leader_election_role.yaml"), leaderRole); err != nil {
+		return err
+	}
+	leaderRole.Namespace = leaseNamespace
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: managerServiceAccount, Namespace: managerNamespace}}
+	objects := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: managerServiceAccount, Namespace: managerNamespace}},
+		clusterRole,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: clusterRole.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole.Name},
+			Subjects:   subject,
+		},
+		leaderRole,
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: leaderRole.Name, Namespace: leaseNamespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leaderRole.Name},
+			Subjects:   subject,
+		},
+	}
+	for _, obj := range objects {
+		if err := h.client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	token, err := h.clientset.CoreV1().ServiceAccounts(managerNamespace).CreateToken(ctx, managerServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: h.cluster.Config.Host, CertificateAuthorityData: h.cluster.Config.CAData}
+	cfg.AuthInfos[managerServiceAccount] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
+	cfg.Contexts["manager"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: managerServiceAccount}
+	cfg.CurrentContext = "manager"
+	h.kubeconfig = filepath.Join(h.dir, "manager.kubeconfig")
+	return clientcmd.WriteToFile(*cfg, h.kubeconfig)
+}
+
+// readManifest reads the first YAML document of file that is not a comment.
+func readManifest(file string, into any) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal(data, into); err != nil {
+		return fmt.Errorf("reading %s: %w", file, err)
+	}
+	return nil
+}
+
+// newRand returns the random source of a test, seeded from DBKEEPER_FAULTS_SEED
+// or the clock, and logs the seed so that a run can be replayed.
+func newRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(seedEnv); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: %v", seedEnv, s, err)
+		}
+	}
+	t.Logf("random seed %d (replay with %s=%d)", seed, seedEnv, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}

@@ -1,0 +1,218 @@
+package faults
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/localrun"
+)
+
+// TestWebhookOutage shows that the webhooks fail closed: with the manager
+// down nothing is created, changed or deleted; and that with the webhooks
+// bypassed (their configurations deleted) the reconciler's own guard keeps
+// an invalid Database from creating anything, marking it Stalled, until it
+// is fixed.
+func TestWebhookOutage(t *testing.T) {
+	h := env(t)
+	const ns = "outage"
+	h.createNamespace(t, ns)
+	ctx := context.Background()
+	dir := t.TempDir()
+	manifest := func(name, spec string) string {
+		file := filepath.Join(dir, name+".yaml")
+		body := "apiVersion: dbkeeper.io/v1alpha1\nkind: Database\nmetadata: {name: " + name + ", namespace: " + ns + "}\nspec: " + spec + "\n"
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	kubectl := func(args ...string) (string, error) {
+		stdout, stderr, err := h.cluster.Kubectl(ctx, args...)
+		return stdout + stderr, err
+	}
+
+	// A Database that exists before the outage.
+	m := h.startManager(t, "outage-before")
+	if out, err := kubectl("apply", "-f", manifest("kept", "{engine: postgres}")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	h.waitReady(t, ns, 90*time.Second)
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("with the manager stopped, kubectl apply fails with a clear error and nothing is stored", func(t *testing.T) {
+		out, err := kubectl("apply", "-f", manifest("down", "{engine: postgres}"))
+		if err == nil {
+			t.Fatalf("kubectl apply succeeded with the webhook down:\n%s", out)
+		}
+		t.Logf("kubectl apply with the manager stopped:\n%s", strings.TrimSpace(out))
+		for _, want := range []string{`failed calling webhook "mdatabase.dbkeeper.io"`, "connection refused"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the error does not say %q", want)
+			}
+		}
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "down"}, &dbv1.Database{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the Database was stored (get: %v)", err)
+		}
+	})
+
+	t.Run("with the manager stopped, an existing Database can be neither changed nor deleted", func(t *testing.T) {
+		before := &dbv1.Database{}
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, before); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl("patch", "-n", ns, "db", "kept", "--type=merge", "-p", `{"spec":{"replicas":2}}`); err == nil {
+			t.Errorf("a patch was admitted with the webhook down:\n%s", out)
+		}
+		if out, err := kubectl("delete", "-n", ns, "db", "kept", "--wait=false"); err == nil || !strings.Contains(out, `failed calling webhook "vdatabase.dbkeeper.io"`) {
+			t.Errorf("a delete was not refused by the unreachable validating webhook: %v\n%s", err, out)
+		}
+		after := &dbv1.Database{}
+		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Generation != before.Generation || !after.DeletionTimestamp.IsZero() {
+			t.Errorf("the Database changed: generation %d -> %d, deletionTimestamp %v", before.Generation, after.Generation, after.DeletionTimestamp)
+		}
+	})
+
+	t.Run("with the webhooks bypassed, an invalid Database is stored but marked Stalled and creates nothing", func(t *testing.T) {
+		if err := localrun.Uninstall(ctx, h.cluster.Config); err != nil {
+			t.Fatal(err)
+		}
+		reinstalled := false
+		reinstall := func() {
+			if !reinstalled {
+				reinstalled = true
+				if err := h.install(ctx); err != nil {
+					t.Fatalf("reinstalling the webhooks: %v", err)
+				}
+			}
+		}
+		t.Cleanup(reinstall)
+
+		// The API server's schema accepts what only the webhook refuses:
+		// a moving image tag and a parameter dbkeeper owns.
+		invalid := manifest("bypassed", `{engine: postgres, image: "postgres:latest", parameters: {port: "6543"}}`)
+		// A valid Database stored without the mutating webhook's defaults.
+		plain := manifest("undefaulted", `{engine: mysql}`)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := kubectl("apply", "-f", invalid, "-f", plain)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the API server kept calling the deleted webhooks: %v\n%s", err, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+
+		m := h.startManager(t, "outage-bypassed")
+		key := client.ObjectKey{Namespace: ns, Name: "bypassed"}
+		db := &dbv1.Database{}
+		waitFor(t, 60*time.Second, "the invalid Database to be Stalled", func() string {
+			if err := h.client.Get(ctx, key, db); err != nil {
+				return err.Error()
+			}
+			c := meta.FindStatusCondition(db.Status.Conditions, dbv1.ConditionStalled)
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != db.Generation {
+				return "Stalled is not True at the current generation"
+			}
+			return ""
+		})
+		stalled := meta.FindStatusCondition(db.Status.Conditions, dbv1.ConditionStalled)
+		t.Logf("status of the bypassed Database: phase %s, Stalled %s: %s", db.Status.Phase, stalled.Reason, stalled.Message)
+		if stalled.Reason != dbv1.ReasonInvalidSpec || !strings.Contains(stalled.Message, "spec.image") || !strings.Contains(stalled.Message, "spec.parameters[port]") {
+			t.Errorf("Stalled does not name both problems: %s: %s", stalled.Reason, stalled.Message)
+		}
+		if db.Status.Phase != dbv1.PhaseFailed || meta.IsStatusConditionTrue(db.Status.Conditions, dbv1.ConditionReady) {
+			t.Errorf("phase %s, Ready %v; want Failed, not Ready", db.Status.Phase, meta.IsStatusConditionTrue(db.Status.Conditions, dbv1.ConditionReady))
+		}
+		h.waitReady(t, ns, 60*time.Second, "kept", "undefaulted")
+		before := reconciles(mustScrape(t, m))
+		time.Sleep(5 * time.Second)
+		if n := h.childrenOf(t, ns, "bypassed"); n != 0 {
+			t.Errorf("the invalid Database has %d children", n)
+		}
+		if d := reconciles(mustScrape(t, m)) - before; d > 0 {
+			t.Errorf("%.0f reconciles in 5 s at rest: the invalid Database is retried, not terminal", d)
+		}
+		events := &eventsv1.EventList{}
+		if err := h.client.List(ctx, events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "bypassed" && e.Reason == "Created" {
+				t.Errorf("Event about the invalid Database: %s %s", e.Reason, e.Note)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("once fixed through the reinstalled webhooks, it converges", func(t *testing.T) {
+		// The manager of the previous step serves the old certificate:
+		// reinstall with a new one and restart it.
+		h.stopManagers(t)
+		if err := h.install(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.startManager(t, "outage-fixed")
+		if _, err := h.patchDatabase(ctx, ns, "bypassed", `{"spec":{"image":null,"parameters":null}}`); err != nil {
+			t.Fatal(err)
+		}
+		h.waitReady(t, ns, 90*time.Second)
+		h.waitChildren(t, expectation{namespace: ns}, 30*time.Second)
+		h.deleteNamespace(t, ns)
+	})
+}
+
+// childrenOf counts the Secrets, Services and StatefulSets of a Database,
+// read from the API server.
+func (h *harness) childrenOf(t *testing.T, namespace, name string) int {
+	t.Helper()
+	n := 0
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{desired.LabelInstance: name}}
+	for _, list := range []client.ObjectList{&corev1.SecretList{}, &corev1.ServiceList{}, &appsv1.StatefulSetList{}} {
+		if err := h.client.List(context.Background(), list, opts...); err != nil {
+			t.Fatal(err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(items)
+	}
+	return n
+}
+
+// waitFor polls check until it returns "" or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = check(); last == "" {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}

@@ -1,0 +1,159 @@
+package v1alpha1
+
+import (
+	"context"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+func TestCheckQuantities(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want []string // field: detail fragment
+	}{
+		{name: "ordinary quantities pass", raw: `{"spec":{"storage":{"size":"10Gi"},"resources":{"requests":{"cpu":"500m","memory":1073741824},"limits":{"cpu":"1.5e3m"}}}}`},
+		{name: "exponents up to 99 pass", raw: `{"spec":{"storage":{"size":"1e99"},"resources":{"requests":{"cpu":"5e-99"}}}}`},
+		{name: "the exa suffix is not an exponent", raw: `{"spec":{"storage":{"size":"1E"},"resources":{"limits":{"memory":"2Ei"}}}}`},
+		{name: "a Database without quantities passes", raw: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres"}}`},
+		{name: "JSON of the wrong shape is left to the decoder", raw: `{"spec":"postgres"}`},
+		{name: "malformed JSON is left to the decoder", raw: `{"spec":{"storage":{"size":"1e-999999999"`},
+		{name: "text that is not a quantity is left to the decoder", raw: `{"spec":{"storage":{"size":"ten gigabytes"}}}`},
+		{name: "parameters are not quantities", raw: `{"spec":{"parameters":{"max_wal_size":"1e-999999999"}}}`},
+		{
+			name: "a huge negative exponent is refused, as a string or a number",
+			raw:  `{"spec":{"storage":{"size":"1e-999999999"},"resources":{"requests":{"memory":1e-999999999}}}}`,
+			want: []string{"spec.resources.requests[memory]: exponent", "spec.storage.size: exponent"},
+		},
+		{
+			name: "an exponent beyond int64 is refused",
+			raw:  `{"spec":{"resources":{"limits":{"cpu":"1e-99999999999999999999999"}}}}`,
+			want: []string{"spec.resources.limits[cpu]: exponent"},
+		},
+		{
+			name: "a huge positive exponent is refused",
+			raw:  `{"spec":{"storage":{"size":"9E+999999999"}}}`,
+			want: []string{"spec.storage.size: exponent"},
+		},
+		{
+			name: "a long run of digits is refused",
+			raw:  `{"spec":{"storage":{"size":"0.` + strings.Repeat("0", 100000) + `1"}}}`,
+			want: []string{"spec.storage.size: must be at most 64 characters"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, e := range CheckQuantities([]byte(tt.raw)) {
+				got = append(got, e.Field+": "+e.Detail)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("errors %q, want %q", got, tt.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tt.want[i]) {
+					t.Errorf("error %q, want %q…", got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestQuantityFieldsAreComplete walks the Database type and checks that
+// every quantity field is in quantityFields, so that a new one cannot
+// bypass the guard.
+func TestQuantityFieldsAreComplete(t *testing.T) {
+	quantity := reflect.TypeFor[resource.Quantity]()
+	resourceList := reflect.TypeFor[corev1.ResourceList]()
+	var found []string
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		switch {
+		case typ == quantity:
+			found = append(found, path)
+			return
+		case typ == resourceList:
+			found = append(found, path+".*")
+			return
+		case typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map:
+			walk(typ.Elem(), path+".*")
+			return
+		case typ.Kind() != reflect.Struct:
+			return
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			child := path + "." + name
+			if name == "" { // inlined
+				child = path
+			}
+			walk(f.Type, strings.TrimPrefix(child, "."))
+		}
+	}
+	walk(reflect.TypeFor[dbv1.DatabaseSpec](), "spec")
+	slices.Sort(found)
+	want := slices.Clone(quantityFields)
+	slices.Sort(want)
+	if !slices.Equal(found, want) {
+		t.Errorf("quantity fields of DatabaseSpec %v, guarded %v", found, want)
+	}
+}
+
+// TestGuardQuantitiesAnswersAtOnce sends the request that would take minutes
+// to decode through the real defaulting and validating handlers.
+func TestGuardQuantitiesAnswersAtOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := dbv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	handlers := map[string]admission.Handler{
+		"defaulting": GuardQuantities(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
+		"validating": GuardQuantities(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
+	}
+	bomb := []byte(`{"apiVersion":"dbkeeper.io/v1alpha1","kind":"Database","metadata":{"name":"orders","namespace":"shop"},"spec":{"storage":{"size":"1e-999999999"}}}`)
+	for name, h := range handlers {
+		t.Run(name, func(t *testing.T) {
+			for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
+				req := admissionRequest(t, op, nil, nil)
+				req.Object.Raw = bomb
+				if op == admissionv1.Update {
+					req.Object = rawDatabase(t, valid())
+					req.OldObject.Raw = bomb
+				}
+				began := time.Now()
+				resp := h.Handle(context.Background(), req)
+				if took := time.Since(began); took > time.Second {
+					t.Errorf("%s: answered after %s", op, took)
+				}
+				if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity ||
+					!strings.Contains(resp.Result.Message, "spec.storage.size") || !strings.Contains(resp.Result.Message, "exponent") {
+					t.Errorf("%s: response %+v, want 422 naming spec.storage.size", op, resp.Result)
+				}
+			}
+			// Ordinary requests reach the handler.
+			resp := h.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid()))
+			if !resp.Allowed {
+				t.Errorf("a valid Database was refused: %+v", resp.Result)
+			}
+		})
+	}
+}
