@@ -133,7 +133,7 @@ func TestCRD(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 			}
-			return string(out)
+			return out
 		}
 		out := kubectl("get", "db", "-n", "default")
 		header := strings.Fields(strings.SplitN(out, "\n", 2)[0])

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,6 +51,7 @@ type options struct {
 	profileDir     string
 	managerArgs    string
 	keep           bool
+	fromJSON       string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -71,6 +73,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write the manager's CPU profile of the convergence and heap profiles here; empty: none")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra manager flags, space separated")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (manager log, cluster logs)")
+	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: print the table (and write -doc) from the figures of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -88,24 +91,37 @@ func parseFlags(args []string) (options, error) {
 }
 
 func main() {
+	os.Exit(mainCode())
+}
+
+// mainCode runs the command and returns its exit code, after every deferred
+// clean-up has run.
+func mainCode() int {
 	opts, err := parseFlags(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return
+			return 0
 		}
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		return 2
 	}
 	// controller-runtime's client logs through this; keep it quiet.
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 
+	if opts.fromJSON != "" {
+		if err := render(opts); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		stop()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func run(ctx context.Context, opts options) (err error) {
@@ -125,7 +141,9 @@ func run(ctx context.Context, opts options) (err error) {
 		if stopErr := b.teardown(); stopErr != nil {
 			err = errors.Join(err, stopErr)
 		}
-		if err != nil || opts.keep {
+		// Kept when asked, or after a failure for its logs; not after an
+		// interruption.
+		if opts.keep || (err != nil && ctx.Err() == nil) {
 			b.logf("work directory kept: %s (manager.log, cluster/*.log)", b.work)
 			return
 		}
@@ -167,6 +185,24 @@ func run(ctx context.Context, opts options) (err error) {
 			return err
 		}
 		b.logf("page written to %s", opts.doc)
+	}
+	return nil
+}
+
+// render prints the table of an earlier run's figures, and writes -doc.
+func render(opts options) error {
+	data, err := os.ReadFile(opts.fromJSON)
+	if err != nil {
+		return err
+	}
+	r := &report{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return fmt.Errorf("reading %s: %w", opts.fromJSON, err)
+	}
+	table := r.markdown()
+	fmt.Println(table)
+	if opts.doc != "" {
+		return r.writeDoc(opts.doc, opts.docPlot, table)
 	}
 	return nil
 }

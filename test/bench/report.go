@@ -403,6 +403,8 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| | **total** | **%.2f** | **%.2f** | **%+.2f** |\n", tf, td, td-tf)
 
+	b.WriteString("\nReads the API server served (GET, LIST, WATCH; every client), dbkeeper's arm minus the floor's, per Database: " + readsDelta(r.Requests.DbkeeperReads, r.Requests.FloorReads) + ".\n")
+
 	m := r.Requests.Manager
 	fmt.Fprintf(&b, "\nThe manager's own requests while converging (client-go's `rest_client_requests_total`, %.0f s): %s; per Database: "+
 		"%.2f mutating = %.2f child writes (%s) + %.2f status writes (%.0f status conflicts in all) + %.2f Events; %.2f GET. Manager CPU %.1f s, %.1f ms per Database.\n",
@@ -460,7 +462,8 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\nReconcile time from %s; queue wait from %s buckets.\n", rc.ReconcileTimeNote, bucketKind(rc.QueueWaitNative))
 
 	b.WriteString("\nPhases: ")
-	parts := []string{fmt.Sprintf("building the manager %.0f s", r.Setup.BuildSeconds)}
+	parts := make([]string, 0, 1+len(r.Phases))
+	parts = append(parts, fmt.Sprintf("building the manager %.0f s", r.Setup.BuildSeconds))
 	for _, ph := range r.Phases {
 		parts = append(parts, fmt.Sprintf("%s %.0f s", ph.Name, ph.Seconds))
 	}
@@ -473,6 +476,34 @@ func cpuCell(s float64, ok bool) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f s", s)
+}
+
+// readsDelta lists, per verb and resource, the reads per Database of the
+// dbkeeper arm minus the floor's, where they differ.
+func readsDelta(db, floor []requestCount) string {
+	f := map[string]float64{}
+	for _, x := range floor {
+		f[x.Verb+" "+x.Resource] = x.PerDatabase
+	}
+	d := map[string]float64{}
+	for _, x := range db {
+		d[x.Verb+" "+x.Resource] = x.PerDatabase
+	}
+	for k := range f {
+		if _, ok := d[k]; !ok {
+			d[k] = 0
+		}
+	}
+	var parts []string
+	for _, k := range sortedKeys(d) {
+		if diff := d[k] - f[k]; math.Abs(diff) >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %+.2f", k, diff))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func bucketKind(native bool) string {
@@ -550,18 +581,28 @@ func roundTo(x, scale float64) float64 {
 	return math.Round(x*scale) / scale
 }
 
-// codeVersion describes the checkout the manager is built from.
+// codeVersion describes the checkout the manager is built from: the commit
+// and the files with uncommitted changes, if any.
 func codeVersion(root string) string {
 	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%h %cs %s").Output()
 	if err != nil {
 		return "unknown (not a git checkout)"
 	}
-	v := strings.TrimSpace(string(out))
+	v := "commit " + strings.TrimSpace(string(out))
 	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
-	if err == nil && len(bytes.TrimSpace(status)) > 0 {
-		v += fmt.Sprintf(" + uncommitted changes to %d files", len(strings.Split(strings.TrimSpace(string(status)), "\n")))
+	if err != nil || len(bytes.TrimSpace(status)) == 0 {
+		return v
 	}
-	return v
+	var files []string
+	for _, line := range strings.Split(strings.TrimSpace(string(status)), "\n") {
+		if len(line) > 3 {
+			files = append(files, strings.TrimSpace(line[3:]))
+		}
+	}
+	if len(files) > 6 {
+		files = append(files[:6], fmt.Sprintf("and %d more", len(files)-6))
+	}
+	return v + "; uncommitted changes to " + strings.Join(files, ", ")
 }
 
 func readFile(name string) string {

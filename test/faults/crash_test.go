@@ -35,7 +35,7 @@ func TestCrashSoak(t *testing.T) {
 	var mu sync.Mutex // guards rnd, shared with the workload
 	segment := (len(w.ops) + kills - 1) / kills
 	retried, recovered := 0, 0
-	var killLog []string
+	killLog := make([]string, 0, kills)
 	for k := range kills {
 		ops := w.ops[min(k*segment, len(w.ops)):min((k+1)*segment, len(w.ops))]
 		done := make(chan error, 1)

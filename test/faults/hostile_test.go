@@ -325,7 +325,7 @@ func TestHostileAdmission(t *testing.T) {
 		close(start)
 		wg.Wait()
 		wall := time.Since(began)
-		var took []time.Duration
+		took := make([]time.Duration, 0, len(results))
 		failed := 0
 		for i, r := range results {
 			if !r.ok {

@@ -120,6 +120,11 @@ type harness struct {
 	logFiles []string
 	started  int                 // managers started, for log file names
 	running  []*localrun.Manager // managers started, for stopManagers
+	// apiOutages are the times from a stop of kube-apiserver until shortly
+	// after it was ready again.
+	apiOutages [][2]time.Time
+	// events are the Events of the namespaces the tests deleted.
+	events []keptEvent
 }
 
 func start() (_ *harness, err error) {

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,27 +180,6 @@ func (r *recorder) allSecretData() map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// waitSynced waits until the recorder has seen every credentials Secret
-// that exists now: call it before comparing passwords.
-func (r *recorder) waitSynced(names map[string]bool, namespace string, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		seen := r.passwords(namespace)
-		missing := false
-		for n := range names {
-			if _, ok := seen[n]; !ok {
-				missing = true
-				break
-			}
-		}
-		if !missing {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
 }
 
 func cutKey(key string) (namespace, name string, ok bool) {

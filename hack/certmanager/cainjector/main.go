@@ -33,7 +33,11 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util"
 )
 
-func main() {
+func main() { os.Exit(runMain()) }
+
+// runMain parses the flags and runs the injectors until SIGINT or SIGTERM;
+// it returns the exit status.
+func runMain() int {
 	// --kubeconfig is controller-runtime's flag (sigs.k8s.io/controller-runtime/pkg/client/config).
 	var namespace string
 	klog.InitFlags(nil)
@@ -47,9 +51,10 @@ func main() {
 	if err := run(ctx, namespace); err != nil {
 		klog.ErrorS(err, "cert-manager cainjector failed")
 		klog.Flush()
-		os.Exit(1)
+		return 1
 	}
 	klog.Flush()
+	return 0
 }
 
 func run(ctx context.Context, namespace string) error {

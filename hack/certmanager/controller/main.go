@@ -35,6 +35,7 @@ import (
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/trigger"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/issuers"
+
 	// The issuer types the issuers controllers set up.
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"
@@ -55,7 +56,11 @@ var controllers = []string{
 	"certificates-revision-manager",
 }
 
-func main() {
+func main() { os.Exit(runMain()) }
+
+// runMain parses the flags and runs the controllers until SIGINT or SIGTERM;
+// it returns the exit status.
+func runMain() int {
 	var (
 		kubeconfig       string
 		namespace        string
@@ -92,9 +97,10 @@ func main() {
 	}, workers); err != nil {
 		klog.ErrorS(err, "cert-manager controller failed")
 		klog.Flush()
-		os.Exit(1)
+		return 1
 	}
 	klog.Flush()
+	return 0
 }
 
 // run builds the controllers from one ContextFactory, so that they share
