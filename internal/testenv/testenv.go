@@ -65,6 +65,13 @@ func Start(t testing.TB, env *envtest.Environment) *rest.Config {
 	env.BinaryAssetsDirectory = RequireBinaries(t)
 	env.CRDDirectoryPaths = []string{filepath.Join(ProjectRoot(), "config", "crd", "bases")}
 	env.ErrorIfCRDPathMissing = true
+	// envtest's defaults (20s) are too short for a loaded two-core machine.
+	if env.ControlPlaneStartTimeout == 0 {
+		env.ControlPlaneStartTimeout = 2 * time.Minute
+	}
+	if env.ControlPlaneStopTimeout == 0 {
+		env.ControlPlaneStopTimeout = time.Minute
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting the API server: %v", err)
