@@ -442,15 +442,15 @@ func TestCertManager(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.manager = m
+		// The parent's cleanup: the manager serves the later subtests.
+		e.t.Cleanup(func() {
+			if err := m.Stop(); err != nil {
+				e.t.Errorf("stopping the manager: %v", err)
+			}
+		})
 		if who := e.mustKubectl(t, "--kubeconfig="+kubeconfig, "auth", "whoami"); !strings.Contains(who, "system:serviceaccount:"+sa.GetNamespace()+":"+sa.GetName()) {
 			t.Errorf("the manager's kubeconfig does not act as its ServiceAccount:\n%s", who)
 		}
-		e.t.Cleanup(func() { // the parent's: the manager serves the later subtests
-
-			if err := m.Stop(); err != nil {
-				t.Errorf("stopping the manager: %v", err)
-			}
-		})
 		secret, err := e.secret(certNS, certSecret)
 		if err != nil {
 			t.Fatal(err)
