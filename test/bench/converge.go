@@ -153,8 +153,9 @@ func (b *bench) dbkeeperConvergence(ctx context.Context) error {
 	}
 	cpuBefore := b.cpuByComponent()
 	if b.opts.profileDir != "" {
-		// As long as the floor took: most of the convergence.
-		seconds := max(10, int(b.report.Convergence.Floor.Seconds))
+		// As long as the floor took, which is most of the convergence, up
+		// to five minutes.
+		seconds := min(300, max(10, int(b.report.Convergence.Floor.Seconds)))
 		go b.saveProfile(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), "cpu-convergence.pb.gz")
 	}
 	sampler := b.startSampler(ctx)

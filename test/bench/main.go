@@ -68,7 +68,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.webhookSamples, "webhook-samples", 300, "Database creates timed with, and as many without, the webhooks")
 	fs.IntVar(&o.webhookRounds, "webhook-rounds", 3, "alternations of with/without webhook blocks the samples are split into")
 	fs.IntVar(&o.nodes, "nodes", 1, "fake nodes of devcluster")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "longest wait for one convergence")
+	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "longest wait for one convergence")
 	fs.StringVar(&o.binDir, "bin-dir", devcluster.DefaultBinDir(), "directory of the pinned Kubernetes binaries (make k8s-tools)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write the manager's CPU profile of the convergence and heap profiles here; empty: none")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra manager flags, space separated")
@@ -199,6 +199,7 @@ func render(opts options) error {
 	if err := json.Unmarshal(data, r); err != nil {
 		return fmt.Errorf("reading %s: %w", opts.fromJSON, err)
 	}
+	r.evaluate()
 	table := r.markdown()
 	fmt.Println(table)
 	if opts.doc != "" {

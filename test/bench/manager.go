@@ -179,7 +179,7 @@ func (b *bench) pprof(ctx context.Context, path string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 10 * time.Minute}
+	client := &http.Client{Timeout: 10 * time.Minute} // a CPU profile takes up to five
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("pprof %s: %w", path, err)

@@ -240,6 +240,11 @@ func newReport(o options, root string) *report {
 func (r *report) finish() {
 	r.TotalSeconds = round3(time.Since(r.StartedAt).Seconds())
 	r.Machine.LoadAvgEnd = loadAvg()
+	r.evaluate()
+}
+
+// evaluate sets Targets from the figures.
+func (r *report) evaluate() {
 	n := r.Params.N
 	c := r.Convergence
 	m := r.Requests.Manager
@@ -249,7 +254,8 @@ func (r *report) finish() {
 		{"convergence", "≤ 1.3 × floor", fmt.Sprintf("%.2f × floor (%.1f s vs %.1f s)", c.Ratio, c.Dbkeeper.Seconds, c.Floor.Seconds), c.Ratio > 0 && c.Ratio <= 1.3},
 		{"mutating requests per Database to converge", "≤ 5", fmt.Sprintf("%.2f (children %.2f, status %.2f, Events %.2f)", m.MutatingPerDB, m.ChildWritesPerDB, m.StatusWritesPerDB, m.OtherWritesPerDB), m.MutatingPerDB <= 5},
 		{"mutating requests in the steady-state window", "0", fmt.Sprintf("%.0f in %.0f s", r.Requests.Steady.ManagerMutating, r.Requests.Steady.Seconds), r.Requests.Steady.ManagerMutating == 0},
-		{"manager GET/LIST while converging", "0 (beyond the initial list and watch)", fmt.Sprintf("%.0f (%.2f per Database)", m.Reads, m.ReadsPerDB), m.Reads == 0},
+		{"manager GET/LIST while converging", "0 (beyond the initial list and watch)",
+			fmt.Sprintf("%.0f (%.2f per Database; %.0f answered 404)", m.Reads, m.ReadsPerDB, m.ByMethodAndCode["GET 404"]), m.Reads == 0},
 		{"webhook overhead p99", "≤ 5 ms", fmt.Sprintf("%+.2f ms", w.Overhead.P99), w.Samples > 0 && w.Overhead.P99 <= 5},
 		{"manager RSS at N", "≤ 60 MiB", mib(mem.AtN.RSSBytes), mem.AtN.RSSBytes <= 60<<20},
 		{"RSS growth from unrelated Secrets", "< 5 %", fmt.Sprintf("%+.1f %% (heap %+.1f %%)", mem.SecretsRSSGrowthPct, mem.SecretsHeapGrowthPct), r.Params.Secrets > 0 && mem.SecretsRSSGrowthPct < 5},
@@ -456,9 +462,9 @@ func (r *report) markdown() string {
 
 	rc := r.Reconcile
 	b.WriteString("\n#### 6. Reconcile cost while converging (controller-runtime metrics)\n\n| reconciles | per Database | errors | reconcile time p50 / p99 / mean | work queue depth peak | queue wait p50 / p99 / mean |\n|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %.0f (%s) | %.2f | %.0f | %.1f / %.1f / %.1f ms | %.0f | %.2f / %.1f / %.1f ms |\n",
-		rc.Total, methods(rc.ByResult), rc.Total/n, rc.Errors, 1000*rc.TimeP50Seconds, 1000*rc.TimeP99Seconds, 1000*rc.TimeMeanSeconds,
-		rc.DepthPeak, 1000*rc.QueueWaitP50, 1000*rc.QueueWaitP99, 1000*rc.QueueWaitMean)
+	fmt.Fprintf(&b, "| %.0f (%s) | %.2f | %.0f | %s / %s / %s | %.0f | %s / %s / %s |\n",
+		rc.Total, methods(rc.ByResult), rc.Total/n, rc.Errors, duration(rc.TimeP50Seconds), duration(rc.TimeP99Seconds), duration(rc.TimeMeanSeconds),
+		rc.DepthPeak, duration(rc.QueueWaitP50), duration(rc.QueueWaitP99), duration(rc.QueueWaitMean))
 	fmt.Fprintf(&b, "\nReconcile time from %s; queue wait from %s buckets.\n", rc.ReconcileTimeNote, bucketKind(rc.QueueWaitNative))
 
 	b.WriteString("\nPhases: ")
@@ -469,6 +475,14 @@ func (r *report) markdown() string {
 	}
 	b.WriteString(strings.Join(parts, ", ") + ".\n")
 	return b.String()
+}
+
+// duration formats seconds as milliseconds below one second.
+func duration(seconds float64) string {
+	if seconds < 1 {
+		return fmt.Sprintf("%.1f ms", 1000*seconds)
+	}
+	return fmt.Sprintf("%.1f s", seconds)
 }
 
 func cpuCell(s float64, ok bool) string {
@@ -594,9 +608,9 @@ func codeVersion(root string) string {
 		return v
 	}
 	var files []string
-	for _, line := range strings.Split(strings.TrimSpace(string(status)), "\n") {
-		if len(line) > 3 {
-			files = append(files, strings.TrimSpace(line[3:]))
+	for _, line := range strings.Split(strings.TrimRight(string(status), "\n"), "\n") {
+		if len(line) > 3 { // "XY path"
+			files = append(files, line[3:])
 		}
 	}
 	if len(files) > 6 {

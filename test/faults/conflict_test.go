@@ -120,9 +120,9 @@ func TestConflictingWriters(t *testing.T) {
 	const ns = "conflict"
 	h.createNamespace(t, ns)
 	rnd := newRand(t)
-	duration := 20 * time.Second
+	duration, quietFor := 15*time.Second, 5*time.Second
 	if long() {
-		duration = 60 * time.Second
+		duration, quietFor = 60*time.Second, 10*time.Second
 	}
 	ctx := context.Background()
 	m := h.startManager(t, "conflict")
@@ -150,7 +150,7 @@ func TestConflictingWriters(t *testing.T) {
 	quiet(t, m, 3*time.Second, 30*time.Second)
 
 	before := mustScrape(t, m)
-	_, logOffset, err := logLevels(m.LogFile, 0)
+	_, logOffset, err := logLevels(m.LogFile, ns, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestConflictingWriters(t *testing.T) {
 	}
 	fought := time.Since(began)
 	during := mustScrape(t, m)
-	levels, _, err := logLevels(m.LogFile, logOffset)
+	levels, _, err := logLevels(m.LogFile, ns, logOffset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,6 @@ func TestConflictingWriters(t *testing.T) {
 	// No hot loop: once the fight is over, the reconcile counter stands
 	// still (other tests' namespaces, still being deleted, may move it for
 	// a while), and nothing is written.
-	quietFor := 10 * time.Second
 	rest := mustScrape(t, m)
 	quiet(t, m, quietFor, 90*time.Second)
 	after := mustScrape(t, m)
@@ -252,7 +251,7 @@ func TestConflictingWriters(t *testing.T) {
 		t.Errorf("%.0f child writes for %d edits: dbkeeper wrote more than twice per edit", fightWrites, total)
 	}
 	if levels["error"] > total {
-		t.Errorf("%d error lines in the manager log for %d edits (flood)", levels["error"], total)
+		t.Errorf("%d error lines about %s in the manager log for %d edits (flood)", levels["error"], ns, total)
 	}
 	if n, names := h.rec.passwordChanges(ns); n > 0 {
 		t.Errorf("passwords changed %d times: %v", n, names)
@@ -261,7 +260,7 @@ func TestConflictingWriters(t *testing.T) {
 	for _, e := range edits {
 		summary = append(summary, fmt.Sprintf("%s: %d (%d failed)", e.name, done[e.name], failed[e.name]))
 	}
-	t.Logf("FIGURES conflicting writers: %d edits in %s (%s); dbkeeper during the fight: %.0f reconciles (%.0f errors), %.0f child writes, log lines by level %v; converged %s after; then no reconcile for %s (%.0f reconciles, %.0f writes until then)",
+	t.Logf("FIGURES conflicting writers: %d edits in %s (%s); dbkeeper during the fight: %.0f reconciles (%.0f errors, any namespace), %.0f child writes, log lines about the namespace by level %v; converged %s after; then no reconcile for %s (%.0f reconciles, %.0f writes until then)",
 		total, fought.Round(time.Second), strings.Join(summary, "; "), fightReconciles, fightErrors, fightWrites, levels, converge.Round(100*time.Millisecond), quietFor, restReconciles, restWrites)
 	h.deleteNamespace(t, ns)
 }

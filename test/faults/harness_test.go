@@ -589,8 +589,9 @@ func reconciles(text string) float64 {
 	return metric(text, "controller_runtime_reconcile_total", `controller="database"`)
 }
 
-// logLevels counts the lines of a JSON log by level, from offset on.
-func logLevels(file string, offset int64) (map[string]int, int64, error) {
+// logLevels counts the lines of a JSON log by level, from offset on, of
+// those that name namespace ("" counts all).
+func logLevels(file, namespace string, offset int64) (map[string]int, int64, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, 0, err
@@ -601,6 +602,9 @@ func logLevels(file string, offset int64) (map[string]int, int64, error) {
 	}
 	counts := map[string]int{}
 	for _, line := range strings.Split(string(data[offset:]), "\n") {
+		if namespace != "" && !strings.Contains(line, `"namespace":"`+namespace+`"`) {
+			continue
+		}
 		var entry struct {
 			Level string `json:"level"`
 		}

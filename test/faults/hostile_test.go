@@ -221,7 +221,9 @@ func TestHostileAdmission(t *testing.T) {
 					t.Errorf("%s: the message does not say %q: %s", c.name, want, msg)
 				}
 			}
-			if a.took > 2*time.Second {
+			// The machine may be loaded: this only catches a request that
+			// hangs (the quantity bomb took minutes before the guard).
+			if a.took > 10*time.Second {
 				t.Errorf("%s: answered after %s", c.name, a.took)
 			}
 			t.Logf("%-55s %s %d %s", c.name, c.path[:9], code, shortMessage(msg))
@@ -261,9 +263,9 @@ func TestHostileAdmission(t *testing.T) {
 			case err == nil:
 				t.Errorf("%s: stored", c.name)
 			case status >= 500 || !c.want(err):
+				// A webhook that hangs shows here: the API server gives up
+				// after the webhook's 5 s timeout and answers 500.
 				t.Errorf("%s: %d %v", c.name, status, err)
-			case took > 4*time.Second:
-				t.Errorf("%s: answered after %s", c.name, took)
 			}
 			t.Logf("%-45s %d in %4dms: %s", c.name, status, took.Milliseconds(), shortMessage(fmt.Sprint(err)))
 		}

@@ -43,8 +43,8 @@ func FuzzAdmission(f *testing.F) {
 		f.Fatal(err)
 	}
 	handlers := []admission.Handler{
-		GuardQuantities(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
-		GuardQuantities(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
+		Guard(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
+		Guard(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
 	}
 	ops := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}
 	f.Fuzz(func(t *testing.T, object, oldObject []byte, op uint8) {

@@ -49,7 +49,7 @@ func addSeeds(f *testing.F) {
 
 // hugeNegativeExponent matches quantities that resource.ParseQuantity takes
 // practically forever to parse (it rounds them to nano precision). Such a
-// Database cannot be built here: GuardQuantities refuses them before an
+// Database cannot be built here: Guard refuses them before an
 // admission request is decoded (FuzzAdmission fuzzes that path), so these
 // fuzzers leave them out.
 var hugeNegativeExponent = regexp.MustCompile(`[eE]-0*[0-9]{3,}`)

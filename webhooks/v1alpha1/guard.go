@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,25 +149,37 @@ func shorten(s string) string {
 	return fmt.Sprintf("%s... (%d characters)", s[:keep], len(s))
 }
 
-// GuardQuantities returns a handler that refuses, with an Invalid error
-// naming each field, an admission request whose object or old object holds
-// a quantity CheckQuantities refuses, and passes every other request to
-// next. It runs before next decodes the request.
-func GuardQuantities(next admission.Handler) admission.Handler {
-	return quantityGuard{next: next}
+// Guard returns a handler that answers, before next decodes anything, an
+// admission request whose object or stored object is not JSON with a 400
+// (the API server always sends JSON; the decoder would take other input
+// for YAML, and the defaulting webhook would then fail to build its patch
+// with a 500), and one holding a quantity CheckQuantities refuses with an
+// Invalid error naming each field. It passes every other request to next.
+func Guard(next admission.Handler) admission.Handler {
+	return guard{next: next}
 }
 
-type quantityGuard struct {
+type guard struct {
 	next admission.Handler
 }
 
 // Handle implements admission.Handler.
-func (g quantityGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
-	errs := CheckQuantities(req.Object.Raw)
+func (g guard) Handle(ctx context.Context, req admission.Request) admission.Response {
+	raws := map[string][]byte{"object": req.Object.Raw}
 	if req.Operation != admissionv1.Create {
 		// The stored object was admitted, unless the webhooks were
-		// bypassed; it is parsed all the same.
-		errs = append(errs, CheckQuantities(req.OldObject.Raw)...)
+		// bypassed; it is decoded all the same.
+		raws["oldObject"] = req.OldObject.Raw
+	}
+	var errs field.ErrorList
+	for _, name := range []string{"object", "oldObject"} {
+		raw := raws[name]
+		if len(raw) > 0 && !json.Valid(raw) {
+			resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("the request's %s is not JSON", name))
+			resp.UID = req.UID
+			return resp
+		}
+		errs = append(errs, CheckQuantities(raw)...)
 	}
 	if len(errs) == 0 {
 		return g.next.Handle(ctx, req)

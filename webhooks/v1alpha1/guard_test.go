@@ -118,16 +118,17 @@ func TestQuantityFieldsAreComplete(t *testing.T) {
 	}
 }
 
-// TestGuardQuantitiesAnswersAtOnce sends the request that would take minutes
-// to decode through the real defaulting and validating handlers.
-func TestGuardQuantitiesAnswersAtOnce(t *testing.T) {
+// TestGuardAnswersAtOnce sends the request that would take minutes to
+// decode, and one whose object is not JSON (which the decoder would read as
+// YAML), through the real defaulting and validating handlers.
+func TestGuardAnswersAtOnce(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := dbv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	handlers := map[string]admission.Handler{
-		"defaulting": GuardQuantities(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
-		"validating": GuardQuantities(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
+		"defaulting": Guard(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
+		"validating": Guard(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
 	}
 	bomb := []byte(`{"apiVersion":"dbkeeper.io/v1alpha1","kind":"Database","metadata":{"name":"orders","namespace":"shop"},"spec":{"storage":{"size":"1e-999999999"}}}`)
 	for name, h := range handlers {
@@ -148,6 +149,12 @@ func TestGuardQuantitiesAnswersAtOnce(t *testing.T) {
 					!strings.Contains(resp.Result.Message, "spec.storage.size") || !strings.Contains(resp.Result.Message, "exponent") {
 					t.Errorf("%s: response %+v, want 422 naming spec.storage.size", op, resp.Result)
 				}
+			}
+			// An object that is not JSON is refused with a 400.
+			req := admissionRequest(t, admissionv1.Update, valid(), nil)
+			req.Object.Raw = []byte("#0")
+			if resp := h.Handle(context.Background(), req); resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusBadRequest {
+				t.Errorf("an object that is not JSON: response %+v, want 400", resp.Result)
 			}
 			// Ordinary requests reach the handler.
 			resp := h.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid()))

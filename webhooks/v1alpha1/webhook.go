@@ -41,18 +41,19 @@ const (
 // of Databases with the manager's webhook server. The manager's scheme must
 // know the dbkeeper.io/v1alpha1 types.
 //
-// Each handler is wrapped in GuardQuantities, which refuses a quantity that
-// would take minutes to decode before the request is decoded, so it cannot
-// go through the builder (which offers no hook before decoding).
+// Each handler is wrapped in Guard, which refuses what the decoder must
+// not see (input that is not JSON, a quantity that would take minutes to
+// parse) before the request is decoded, so the webhooks cannot go through
+// the builder (which offers no hook before decoding).
 func SetupWebhookWithManager(mgr ctrl.Manager, rules Rules) error {
 	if !mgr.GetScheme().Recognizes(dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)) {
 		return fmt.Errorf("registering the Database webhooks: the manager's scheme lacks %s", dbv1.GroupVersion.WithKind(dbv1.DatabaseKind))
 	}
 	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: rules}))
-	mutating.Handler = GuardQuantities(mutating.Handler)
+	mutating.Handler = Guard(mutating.Handler)
 	mutating.LogConstructor = requestLogger
 	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: rules}))
-	validating.Handler = GuardQuantities(validating.Handler)
+	validating.Handler = Guard(validating.Handler)
 	validating.LogConstructor = requestLogger
 	server := mgr.GetWebhookServer()
 	server.Register(MutatePath, mutating)
