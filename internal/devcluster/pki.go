@@ -254,3 +254,29 @@ func ensureServiceAccountKey(keyFile, pubFile string) error {
 	}
 	return os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
 }
+
+// WriteLocalServingCertificate makes a new CA and a serving certificate for
+// 127.0.0.1 and localhost signed by it, writes them as tls.crt and tls.key
+// into dir, and returns the CA certificate in PEM. It is for a server on this
+// machine that the cluster calls, such as dbkeeper's webhook server under
+// make run, whose webhook configurations then carry the CA as caBundle.
+func WriteLocalServingCertificate(dir, cn string) ([]byte, error) {
+	ca, err := makeKeyPair(nil, caTemplate(cn+" CA"))
+	if err != nil {
+		return nil, fmt.Errorf("making the CA: %w", err)
+	}
+	serving, err := makeKeyPair(ca, servingTemplate(cn, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}))
+	if err != nil {
+		return nil, fmt.Errorf("making the serving certificate: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), serving.keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), serving.certPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return ca.certPEM, nil
+}

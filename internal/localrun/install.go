@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 )
 
 // Names of the webhook configurations Install creates.
@@ -61,7 +63,7 @@ func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhoo
 		}
 	}
 
-	ca, err := writeServingCert(certDir)
+	ca, err := devcluster.WriteLocalServingCertificate(certDir, "dbkeeper-webhook")
 	if err != nil {
 		return fmt.Errorf("writing the webhook certificate: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -388,11 +389,7 @@ type passwordLog struct {
 func (p *passwordLog) snapshot() map[string]string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]string, len(p.first))
-	for k, v := range p.first {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.first)
 }
 
 // recordPasswords watches the Secrets of a namespace until the test ends.

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -175,11 +176,7 @@ func (r *recorder) claimsOf(namespace string) []claimRecord {
 func (r *recorder) allSecretData() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]string, len(r.secretData))
-	for k, v := range r.secretData {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.secretData)
 }
 
 func cutKey(key string) (namespace, name string, ok bool) {
