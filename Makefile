@@ -154,8 +154,14 @@ k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (co
 install: manifests ## Install the CRDs into the cluster of the current kubeconfig.
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 
+# Databases are deleted first, while dbkeeper still runs: those with
+# deletionPolicy Delete carry a finalizer that only dbkeeper removes.
+DELETE_DATABASES = if $(KUBECTL) get crd databases.dbkeeper.io >/dev/null 2>&1; then \
+	$(KUBECTL) delete databases.dbkeeper.io --all --all-namespaces --wait --timeout=5m; fi
+
 .PHONY: uninstall
-uninstall: manifests ## Uninstall the CRDs (this deletes every Database; Retain keeps their volumes).
+uninstall: manifests ## Delete every Database (Retain keeps their volumes), then the CRDs.
+	$(DELETE_DATABASES)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
 .PHONY: deploy
@@ -164,5 +170,6 @@ deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the curren
 	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: ## Remove dbkeeper from the cluster of the current kubeconfig.
+undeploy: ## Delete every Database, then remove dbkeeper from the cluster of the current kubeconfig.
+	$(DELETE_DATABASES)
 	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -

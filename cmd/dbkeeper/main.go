@@ -3,8 +3,11 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"time"
 
@@ -59,10 +62,10 @@ func main() {
 		"Use leader election so that only one of several manager replicas reconciles at a time.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease. Empty: the namespace the manager runs in.")
-	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second,
+	flag.DurationVar(&leaseDuration, "leader-election-lease-duration", 10*time.Second,
 		"How long a standby waits, from the last renewal it saw, before it takes the Lease of a leader that stopped renewing (crashed). "+
 			"Failover after a crash takes this plus up to two retry periods; shorter means faster failover and more Lease writes.")
-	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+	flag.DurationVar(&renewDeadline, "leader-election-renew-deadline", 7*time.Second,
 		"How long the leader keeps retrying to renew its Lease before it gives up leadership and exits. Must be shorter than the lease duration.")
 	flag.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second,
 		"How often the leader renews its Lease and standbys try to take it (each wait is stretched by up to 120% at random).")
@@ -182,6 +185,19 @@ func main() {
 	}
 	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
 		log.Error(err, "unable to set up the readiness check")
+		os.Exit(1)
+	}
+	// Ready also means the caches hold what the controller reads: until
+	// then a leader would only queue work.
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 50*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the caches have not synced yet")
+		}
+		return nil
+	}); err != nil {
+		log.Error(err, "unable to set up the cache readiness check")
 		os.Exit(1)
 	}
 

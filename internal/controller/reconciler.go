@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -53,6 +54,9 @@ type DatabaseReconciler struct {
 	Rules webhooks.Rules
 	// Random is the source of generated passwords; nil means crypto/rand.
 	Random io.Reader
+
+	// created are the children created and not yet seen in the cache.
+	created createdChildren
 }
 
 // Options tune the controller.
@@ -65,27 +69,42 @@ type Options struct {
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
-// so it never holds every Secret or Pod of the cluster.
+// so it never holds every Secret or Pod of the cluster, and keeps of them
+// only what dbkeeper reads: the managed fields only on the children it
+// applies (it extracts its own fields from them), and of a Pod only its
+// metadata and status.
 func CacheOptions() cache.Options {
-	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})}
+	selector := labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})
+	applied := cache.ByObject{Label: selector}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}:      managed,
-			&corev1.Service{}:     managed,
-			&appsv1.StatefulSet{}: managed,
-			&corev1.Pod{}:         managed,
+			&dbv1.Database{}:      {Transform: cache.TransformStripManagedFields()},
+			&corev1.Secret{}:      applied,
+			&corev1.Service{}:     applied,
+			&appsv1.StatefulSet{}: applied,
+			&corev1.Pod{}:         {Label: selector, Transform: slimPod},
 			// StatefulSet claims carry the volumeClaimTemplate's labels.
-			&corev1.PersistentVolumeClaim{}: managed,
+			&corev1.PersistentVolumeClaim{}: {Label: selector, Transform: cache.TransformStripManagedFields()},
 		},
 	}
 }
 
-// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases,verbs=get;list;watch
+// slimPod drops what dbkeeper never reads of a cached Pod: its spec and
+// managed fields, most of its size.
+func slimPod(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.Spec = corev1.PodSpec{}
+		pod.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=dbkeeper.io,resources=databases/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -138,6 +157,19 @@ type scope struct {
 	// spec is a defaulted copy of the Database, from which children are built.
 	spec *dbv1.Database
 	obs  observation
+	// writes are this reconcile's writes to children, reported together in
+	// one Event.
+	writes []childWrite
+}
+
+// childWrite is one write to a child.
+type childWrite struct {
+	// reason is the Event reason: Created, Updated or Resized.
+	reason string
+	// child is the object written.
+	child *corev1.ObjectReference
+	// note says what was done, e.g. "created Service orders".
+	note string
 }
 
 // Reconcile brings one Database's children to its spec and writes its status.
@@ -147,6 +179,9 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !db.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
+			return r.finalize(ctx, db)
+		}
 		// The garbage collector deletes the children.
 		return ctrl.Result{}, nil
 	}
@@ -160,6 +195,17 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	var errs []error
 	if s.obs.invalid == nil {
+		if err := r.syncFinalizer(ctx, s); err != nil {
+			// Nothing is created for a Database without its finalizer,
+			// nor for one deleted since the cache returned it.
+			switch {
+			case apierrors.IsNotFound(err):
+				return ctrl.Result{}, nil
+			case isConflict(err):
+				return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+			}
+			return ctrl.Result{}, err
+		}
 		for _, phase := range []func(context.Context, *scope) error{
 			r.reconcileSecret,
 			r.reconcileServices,
@@ -173,6 +219,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 
+	r.recordWrites(s)
 	if err := r.writeStatus(ctx, s); err != nil {
 		errs = append(errs, err)
 	}
@@ -183,6 +230,9 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
 	case s.obs.blocked != nil && err == nil:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
+	case err == nil && s.obs.claimsUnbound:
+		// Binding a claim changes nothing dbkeeper watches: look again.
+		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
 	case err != nil && isConflict(err):
 		// The Database changed since the cache returned it, most often by
 		// this controller's previous status write that the cache has not
@@ -194,6 +244,10 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	return ctrl.Result{}, err
 }
+
+// unboundClaimRetryDelay is how long a reconcile that could not grow a claim
+// yet, because it is not bound, waits before it tries again.
+const unboundClaimRetryDelay = 5 * time.Second
 
 // conflictRetryDelay is how long a reconcile whose status write met a
 // conflict waits for the cache to catch up before it runs again.
@@ -210,20 +264,19 @@ func isConflict(err error) bool {
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) error {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
 	live := &corev1.Secret{}
-	err := r.Client.Get(ctx, key, live)
-	if apierrors.IsNotFound(err) {
+	found, err := r.getCached(ctx, "Secret", key, live)
+	if err == nil && !found {
 		// The cache holds only labelled Secrets. Before generating a
-		// password, make sure no Secret exists whose labels were edited.
-		err = r.APIReader.Get(ctx, key, live)
+		// password, make sure no Secret exists whose labels were edited:
+		// the one read of the API server a new Database costs.
+		found, err = r.getLive(ctx, key, live)
+	}
+	if err != nil {
+		s.obs.secretErr = err
+		return err
 	}
 	var password string
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		s.obs.secretErr = fmt.Errorf("reading Secret %s: %w", key.Name, err)
-		return s.obs.secretErr
-	default:
+	if found {
 		password = string(live.Data[desired.SecretKeyPassword])
 	}
 	if password == "" {
@@ -232,12 +285,12 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) erro
 			return err
 		}
 	}
-	var current client.Object
-	if live != nil {
-		current = live
-	}
-	err = r.apply(ctx, s, "Secret", current, desired.Secret(s.spec, password), func() (any, error) {
-		return corev1ac.ExtractSecret(live, desired.FieldManager)
+	_, err = r.applyChild(ctx, s, child{
+		kind: "Secret", key: key, live: live, found: &found,
+		want: desired.Secret(s.spec, password),
+		owned: func() (any, error) {
+			return corev1ac.ExtractSecret(live, desired.FieldManager)
+		},
 	})
 	s.obs.secretErr = err
 	return err
@@ -248,15 +301,14 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) erro
 func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) error {
 	for _, want := range []*corev1ac.ServiceApplyConfiguration{desired.ClientService(s.spec), desired.HeadlessService(s.spec)} {
 		live := &corev1.Service{}
-		current, err := r.getCached(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live)
-		if err == nil && current != nil {
-			err = r.resolvePortConflicts(ctx, s, live, want)
-		}
-		if err == nil {
-			err = r.apply(ctx, s, "Service", current, want, func() (any, error) {
+		_, err := r.applyChild(ctx, s, child{
+			kind: "Service", key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live,
+			want: want,
+			owned: func() (any, error) {
 				return corev1ac.ExtractService(live, desired.FieldManager)
-			})
-		}
+			},
+			adapt: func() error { return r.resolvePortConflicts(ctx, s, live, want) },
+		})
 		if err != nil {
 			s.obs.servicesErr = err
 			return err
@@ -274,7 +326,7 @@ func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) er
 // ports of one name, so dbkeeper could never restore its port otherwise.
 func (r *DatabaseReconciler) resolvePortConflicts(ctx context.Context, s *scope, live *corev1.Service, want *corev1ac.ServiceApplyConfiguration) error {
 	if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != s.db.UID {
-		return nil // apply reports the Service as someone else's
+		return nil // applyChild reports the Service as someone else's
 	}
 	ports, removed := desired.PortConflicts(want, live.Spec.Ports)
 	if len(removed) == 0 {
@@ -290,9 +342,8 @@ func (r *DatabaseReconciler) resolvePortConflicts(ctx context.Context, s *scope,
 	for _, p := range removed {
 		gone = append(gone, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))
 	}
-	related := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: live.Namespace, Name: live.Name}
-	r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Updated", "Apply",
-		"updated Service %s: removed port %s, which had the name of dbkeeper's port with another number or protocol", live.Name, strings.Join(gone, ", "))
+	s.wrote("Updated", "Service", live.Name, fmt.Sprintf(
+		"updated Service %s: removed port %s, which had the name of dbkeeper's port with another number or protocol", live.Name, strings.Join(gone, ", ")))
 	return nil
 }
 
@@ -309,23 +360,27 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 	}
 	live := &appsv1.StatefulSet{}
 	want := desired.StatefulSet(s.spec)
-	current, err := r.getCached(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live)
-	if err == nil {
-		if current != nil {
-			s.obs.statefulSet = live
+	s.obs.statefulSetName = *want.Name
+	found := false
+	wrote, err := r.applyChild(ctx, s, child{
+		kind: "StatefulSet", key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live,
+		want: want,
+		owned: func() (any, error) {
+			return appsv1ac.ExtractStatefulSet(live, desired.FieldManager)
+		},
+		adapt: func() error {
+			found = true
 			// volumeClaimTemplates are immutable: a larger size is applied
 			// to the claims themselves.
 			keepClaimTemplateSize(want, live)
-		}
-		err = r.apply(ctx, s, "StatefulSet", current, want, func() (any, error) {
-			return appsv1ac.ExtractStatefulSet(live, desired.FieldManager)
-		})
+			return nil
+		},
+	})
+	if found {
+		s.obs.statefulSet = live
 	}
-	if errors.Is(err, errWrote) {
-		s.obs.statefulSetWritten = true
-		err = nil
-	}
-	if err == nil && current != nil {
+	s.obs.statefulSetWritten = wrote
+	if err == nil && found {
 		err = r.expandClaims(ctx, s)
 	}
 	s.obs.statefulSetErr = err
@@ -359,15 +414,25 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
 	for i := range s.obs.replicas {
 		pvc := &corev1.PersistentVolumeClaim{}
 		key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.DataClaimName(s.db, i)}
-		found, err := r.getCached(ctx, key, pvc)
+		found, err := r.getCached(ctx, "PersistentVolumeClaim", key, pvc)
+		if err == nil && !found && i < s.obs.statefulSet.Status.Replicas {
+			// The replica's pod exists, so its claim does: it was
+			// relabelled, or the cache is behind.
+			found, err = r.getLive(ctx, key, pvc)
+		}
 		if err != nil {
 			return err
 		}
-		if found == nil {
+		if !found {
 			continue // not created yet: the StatefulSet creates it at the template size
 		}
 		current := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 		if current.Cmp(*size) >= 0 {
+			continue
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			// The API server refuses to resize a claim before it is bound.
+			s.obs.claimsUnbound = true
 			continue
 		}
 		patch := client.MergeFrom(pvc.DeepCopy())
@@ -381,8 +446,8 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
 			return fmt.Errorf("growing PersistentVolumeClaim %s: %w", key.Name, err)
 		}
 		childWrites.WithLabelValues("PersistentVolumeClaim", "update").Inc()
-		related := &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: key.Namespace, Name: key.Name}
-		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Resized", "Resize", "growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String())
+		s.wrote("Resized", "PersistentVolumeClaim", key.Name,
+			fmt.Sprintf("growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String()))
 	}
 	return nil
 }
@@ -397,92 +462,162 @@ func (r *DatabaseReconciler) observePods(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// getCached reads a child from the cache and, when the cache does not hold
-// it, from the API server; it returns a nil object, and no error, when the
-// child does not exist.
-//
-// The cache holds only objects labelled managed-by=dbkeeper, and another
-// writer may change that label. Taking such a child for missing would apply
-// the whole desired object over it blindly, which can fail for good (a
-// StatefulSet's claim templates are immutable once the storage grew; a
-// Service's edited port clashes with the one applied) and the cache would
-// never show the object again. The extra read happens only while a child is
-// missing from the cache, that is mostly while it is being created.
-func (r *DatabaseReconciler) getCached(ctx context.Context, key client.ObjectKey, obj client.Object) (client.Object, error) {
+// getCached reads a child from the cache. It reports false, and no error,
+// when the cache does not hold it; when it does, it also forgets that this
+// process created it (see created).
+func (r *DatabaseReconciler) getCached(ctx context.Context, kind string, key client.ObjectKey, obj client.Object) (bool, error) {
 	err := r.Client.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %s %s: %w", kind, key.Name, err)
 	}
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading %T %s: %w", obj, key.Name, err)
-	}
-	return obj, nil
+	r.created.seen(kind, key)
+	return true, nil
 }
 
-// errWrote is returned, wrapped, by apply when only the StatefulSet's caller
-// needs to know that it wrote.
-var errWrote = errors.New("wrote")
+// getLive reads a child from the API server. It reports false, and no
+// error, when the child does not exist.
+func (r *DatabaseReconciler) getLive(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
+	err := r.APIReader.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %T %s from the API server: %w", obj, key.Name, err)
+	}
+	return true, nil
+}
 
-// apply writes want with server-side apply unless the fields dbkeeper
-// already owns on the live object (extracted by owned) equal it. A child
-// controlled by another object is never taken over. Every write is recorded
-// as an Event naming the fields that changed.
-func (r *DatabaseReconciler) apply(ctx context.Context, s *scope, kind string, live client.Object, want runtime.ApplyConfiguration, owned func() (any, error)) error {
-	name := objectName(want)
-	operation := "create"
-	var changes []string
-	if live != nil {
-		if ref := metav1.GetControllerOf(live); ref != nil && ref.UID != s.db.UID {
-			s.obs.blocked = &problem{dbv1.ReasonApplyFailed,
-				fmt.Sprintf("%s %s already exists and is controlled by %s %s; delete it or rename the Database", kind, name, ref.Kind, ref.Name)}
-			return nil
+// child is one child object to bring to what dbkeeper wants.
+type child struct {
+	kind string
+	key  client.ObjectKey
+	// want is the child as dbkeeper wants it.
+	want runtime.ApplyConfiguration
+	// live receives the child as it exists.
+	live client.Object
+	// found, when set, says whether live was already read (the Secret's
+	// is, for its password); otherwise applyChild reads it.
+	found *bool
+	// owned extracts the fields dbkeeper owns on live.
+	owned func() (any, error)
+	// adapt, when set, adjusts want, or the live child, to the live child
+	// before dbkeeper's fields on it are compared and applied.
+	adapt func() error
+}
+
+// applyChild writes c.want with server-side apply unless the fields
+// dbkeeper owns on the live child already equal it, and reports whether it
+// wrote. A child controlled by another object is never taken over.
+//
+// A child is looked for in the cache only. The cache holds every child
+// labelled managed-by=dbkeeper, so one it lacks is, nearly always, new and
+// is created without reading the API server first. It may also be a child
+// another writer relabelled, out of the cache's sight: when creating it
+// fails (a StatefulSet's claim templates are immutable once its storage
+// grew; a Service's edited port clashes with the one applied; another
+// object controls it), it is read from the API server and updated as usual.
+// The apply puts dbkeeper's labels back, so the cache sees it again. A child
+// this process created moments ago, which the cache has not shown yet, is
+// read from the API server instead of being applied twice.
+func (r *DatabaseReconciler) applyChild(ctx context.Context, s *scope, c child) (bool, error) {
+	var found bool
+	var err error
+	if c.found != nil {
+		found = *c.found
+	} else if found, err = r.getCached(ctx, c.kind, c.key, c.live); err == nil && !found && r.created.recently(c.kind, c.key) {
+		found, err = r.getLive(ctx, c.key, c.live)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		createErr := r.apply(ctx, c, "create")
+		if createErr == nil {
+			r.created.add(c.kind, c.key)
+			s.wrote("Created", c.kind, c.key.Name, fmt.Sprintf("created %s %s", c.kind, c.key.Name))
+			return true, nil
 		}
-		have, err := owned()
-		if err != nil {
-			return fmt.Errorf("extracting the fields dbkeeper owns on %s %s: %w", kind, name, err)
+		if found, err = r.getLive(ctx, c.key, c.live); err != nil || !found {
+			return false, errors.Join(createErr, err)
 		}
-		changes = desired.Changes(want, have)
-		if len(changes) == 0 {
-			return nil
+	}
+	if ref := metav1.GetControllerOf(c.live); ref != nil && ref.UID != s.db.UID {
+		s.obs.blocked = &problem{dbv1.ReasonApplyFailed,
+			fmt.Sprintf("%s %s already exists and is controlled by %s %s; delete it or rename the Database", c.kind, c.key.Name, ref.Kind, ref.Name)}
+		return false, nil
+	}
+	if c.adapt != nil {
+		if err := c.adapt(); err != nil {
+			return false, err
 		}
-		operation = "update"
 	}
-	if err := r.Client.Apply(ctx, want, client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", kind, name, err)
+	have, err := c.owned()
+	if err != nil {
+		return false, fmt.Errorf("extracting the fields dbkeeper owns on %s %s: %w", c.kind, c.key.Name, err)
 	}
-	childWrites.WithLabelValues(kind, operation).Inc()
-	// The child is the Event's related object: Events of one reason about
-	// one Database are otherwise merged into a series showing only the first.
-	related := &corev1.ObjectReference{APIVersion: apiVersions[kind], Kind: kind, Namespace: s.db.Namespace, Name: name}
-	if operation == "create" {
-		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Created", "Apply", "created %s %s", kind, name)
-	} else {
-		r.Recorder.Eventf(s.db, related, corev1.EventTypeNormal, "Updated", "Apply", "updated %s %s: %s", kind, name, strings.Join(changes, ", "))
+	changes := desired.Changes(c.want, have)
+	if len(changes) == 0 {
+		return false, nil
 	}
-	log.FromContext(ctx).V(1).Info("applied child", "kind", kind, "name", name, "operation", operation, "fields", changes)
-	if kind == "StatefulSet" {
-		return fmt.Errorf("%s %s: %w", kind, name, errWrote)
+	if err := r.apply(ctx, c, "update"); err != nil {
+		return false, err
 	}
+	s.wrote("Updated", c.kind, c.key.Name, fmt.Sprintf("updated %s %s: %s", c.kind, c.key.Name, strings.Join(changes, ", ")))
+	log.FromContext(ctx).V(1).Info("updated child", "kind", c.kind, "name", c.key.Name, "fields", changes)
+	return true, nil
+}
+
+// apply writes c.want with server-side apply, taking over dbkeeper's fields
+// from any other manager.
+func (r *DatabaseReconciler) apply(ctx context.Context, c child, operation string) error {
+	if err := r.Client.Apply(ctx, c.want, client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", c.kind, c.key.Name, err)
+	}
+	childWrites.WithLabelValues(c.kind, operation).Inc()
 	return nil
+}
+
+// wrote notes a write of this reconcile, for its Event.
+func (s *scope) wrote(reason, kind, name, note string) {
+	s.writes = append(s.writes, childWrite{
+		reason: reason,
+		child:  &corev1.ObjectReference{APIVersion: apiVersions[kind], Kind: kind, Namespace: s.db.Namespace, Name: name},
+		note:   note,
+	})
+}
+
+// maxEventNote is the longest note the API server accepts in an Event.
+const maxEventNote = 1024
+
+// recordWrites reports the writes of one reconcile as one Event on the
+// Database: creating a Database's children costs one Event, not one per
+// child. The first child written is the Event's related object: Events of
+// one reason about one Database and one related object are merged into a
+// series that shows only the first note.
+func (r *DatabaseReconciler) recordWrites(s *scope) {
+	if len(s.writes) == 0 {
+		return
+	}
+	notes := make([]string, 0, len(s.writes))
+	reason := s.writes[0].reason
+	for _, w := range s.writes {
+		notes = append(notes, w.note)
+		if w.reason != reason {
+			reason = "Updated"
+		}
+	}
+	note := strings.Join(notes, "; ")
+	if len(note) > maxEventNote {
+		note = strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
+	}
+	r.Recorder.Eventf(s.db, s.writes[0].child, corev1.EventTypeNormal, reason, "Apply", "%s", note)
 }
 
 // apiVersions are the API versions of the kinds of children.
 var apiVersions = map[string]string{"Secret": "v1", "Service": "v1", "StatefulSet": "apps/v1", "PersistentVolumeClaim": "v1"}
-
-func objectName(ac runtime.ApplyConfiguration) string {
-	switch o := ac.(type) {
-	case *corev1ac.SecretApplyConfiguration:
-		return *o.Name
-	case *corev1ac.ServiceApplyConfiguration:
-		return *o.Name
-	case *appsv1ac.StatefulSetApplyConfiguration:
-		return *o.Name
-	}
-	return fmt.Sprintf("%T", ac)
-}
 
 // writeStatus computes the status from what this reconcile observed and
 // writes it, once, only when it changed.

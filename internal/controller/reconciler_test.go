@@ -3,12 +3,15 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -43,6 +46,7 @@ func TestReconciler(t *testing.T) {
 
 	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](2)}}
+	f.counter.reset()
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +87,50 @@ func TestReconciler(t *testing.T) {
 		password = string(secret.Data["password"])
 		if len(password) != 32 {
 			t.Errorf("password has %d characters, want 32", len(password))
+		}
+	})
+
+	t.Run("creating the children reads only the Secret and records one Event", func(t *testing.T) {
+		// The cache holds every labelled child, so a missing one is created
+		// without asking the API server first; only the Secret is looked
+		// for, so that no password is generated over an existing one. (A
+		// reconcile ahead of its cache may read a child it just created:
+		// that read finds it.)
+		want := "GET /api/v1/namespaces/shop/secrets/orders-credentials 404"
+		var missed []string
+		for _, read := range f.counter.getReads() {
+			if strings.HasSuffix(read, " 404") {
+				missed = append(missed, read)
+			}
+		}
+		if len(missed) != 1 || missed[0] != want {
+			t.Errorf("reads of missing children: %q, want only %q", missed, want)
+		}
+		if writes := f.counter.get(); len(writes) != 4 {
+			t.Errorf("writes to children: %q, want one apply of each of the 4", writes)
+		}
+		var event *eventsv1.Event
+		f.eventually("the Event of the creation", func() string {
+			events := &eventsv1.EventList{}
+			if err := f.client.List(ctx, events, client.InNamespace("shop")); err != nil {
+				return err.Error()
+			}
+			if len(events.Items) == 0 {
+				return "no Event"
+			}
+			event = &events.Items[0]
+			return ""
+		})
+		for _, child := range []string{"Secret orders-credentials", "Service orders", "Service orders-headless", "StatefulSet orders"} {
+			if !strings.Contains(event.Note, "created "+child) {
+				t.Errorf("the Event's note %q does not name %s", event.Note, child)
+			}
+		}
+		if event.Reason != "Created" || event.Regarding.Name != "orders" {
+			t.Errorf("Event %s about %s %s, want Created about the Database", event.Reason, event.Regarding.Kind, event.Regarding.Name)
+		}
+		if events := f.counter.getEvents(); len(events) != 1 {
+			t.Errorf("Event writes: %q, want one", events)
 		}
 	})
 
@@ -350,6 +398,89 @@ func TestReconciler(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestDeletionPolicyDelete deletes a Database whose deletionPolicy is
+// Delete: its finalizer deletes the StatefulSet and the Database's claims,
+// and nothing else, before the Database is gone. envtest runs no garbage
+// collector and no StatefulSet controller, so the claim is made by hand.
+func TestDeletionPolicyDelete(t *testing.T) {
+	f := newFixture(t)
+	f.createNamespace("ledger")
+	f.startManager(controller.Options{})
+	ctx := context.Background()
+	retained := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "ledger"},
+		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, DeletionPolicy: dbv1.DeletionPolicyRetain}}
+	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "books", Namespace: "ledger"},
+		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, DeletionPolicy: dbv1.DeletionPolicyDelete}}
+	for _, d := range []*dbv1.Database{retained, db} {
+		if err := f.client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKeyFromObject(db)
+	sts := &appsv1.StatefulSet{}
+	f.eventually("the StatefulSets", func() string {
+		for _, name := range []string{"books", "kept"} {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "ledger", Name: name}, &appsv1.StatefulSet{}); err != nil {
+				return err.Error()
+			}
+		}
+		return ""
+	})
+	if err := f.client.Get(ctx, key, sts); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.database(key).Finalizers; !slices.Contains(got, controller.VolumesFinalizer) {
+		t.Errorf("finalizers of the Database with deletionPolicy Delete: %v, want %s", got, controller.VolumesFinalizer)
+	}
+	if got := f.database(client.ObjectKeyFromObject(retained)).Finalizers; len(got) != 0 {
+		t.Errorf("finalizers of the Database with deletionPolicy Retain: %v, want none", got)
+	}
+
+	// The claims the StatefulSet controller would make, and the retained
+	// Database's.
+	claim := func(set *appsv1.StatefulSet) *corev1.PersistentVolumeClaim {
+		template := set.Spec.VolumeClaimTemplates[0]
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+			Namespace: set.Namespace, Name: template.Name + "-" + set.Name + "-0", Labels: map[string]string{}}, Spec: template.Spec}
+		maps.Copy(c.Labels, template.Labels)
+		maps.Copy(c.Labels, set.Spec.Selector.MatchLabels)
+		if err := f.client.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	keptSTS := &appsv1.StatefulSet{}
+	if err := f.client.Get(ctx, client.ObjectKeyFromObject(retained), keptSTS); err != nil {
+		t.Fatal(err)
+	}
+	doomed, kept := claim(sts), claim(keptSTS)
+
+	if err := f.client.Delete(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("the Database gone, with its StatefulSet, and its claim deleting", func() string {
+		if err := f.client.Get(ctx, key, &dbv1.Database{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the Database is still there (%v)", err)
+		}
+		if err := f.client.Get(ctx, key, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the StatefulSet is still there (%v)", err)
+		}
+		// The API server's claim protection keeps it until no pod uses it.
+		c := &corev1.PersistentVolumeClaim{}
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(doomed), c); err == nil && c.DeletionTimestamp.IsZero() {
+			return "the claim is not being deleted"
+		}
+		return ""
+	})
+	c := &corev1.PersistentVolumeClaim{}
+	if err := f.client.Get(ctx, client.ObjectKeyFromObject(kept), c); err != nil || !c.DeletionTimestamp.IsZero() {
+		t.Errorf("the retained Database's claim: %v, deleting since %v", err, c.DeletionTimestamp)
+	}
+	if err := f.client.Get(ctx, client.ObjectKeyFromObject(keptSTS), &appsv1.StatefulSet{}); err != nil {
+		t.Errorf("the retained Database's StatefulSet: %v", err)
+	}
 }
 
 // TestTransientErrorsBackOff makes every Secret write fail and counts the

@@ -29,8 +29,13 @@ type observation struct {
 	// statefulSetWritten is true when this reconcile wrote the StatefulSet,
 	// so its status cannot describe the new spec yet.
 	statefulSetWritten bool
-	// statefulSet is the live StatefulSet, nil when it does not exist yet.
+	// statefulSet is the live StatefulSet as read before this reconcile's
+	// write, nil when it did not exist.
 	statefulSet *appsv1.StatefulSet
+	// statefulSetName is the StatefulSet's name.
+	statefulSetName string
+	// claimsUnbound is true when a claim to grow is not bound yet.
+	claimsUnbound bool
 	// replicas is the desired number of replicas.
 	replicas int32
 	// pods are the Database's pods.
@@ -85,10 +90,12 @@ func setServicesCondition(status *dbv1.DatabaseStatus, obs observation) {
 func rollout(obs observation) (ok bool, reason, message string) {
 	sts := obs.statefulSet
 	switch {
+	case obs.statefulSetWritten || sts != nil && sts.Status.ObservedGeneration < sts.Generation:
+		// Also what the next reconcile finds in a StatefulSet this one
+		// created: the status need not change in between.
+		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is applying the new spec", obs.statefulSetName)
 	case sts == nil:
 		return false, dbv1.ReasonProgressing, "the StatefulSet does not exist yet"
-	case obs.statefulSetWritten || sts.Status.ObservedGeneration < sts.Generation:
-		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is applying the new spec", sts.Name)
 	case sts.Status.UpdateRevision != "" && sts.Status.CurrentRevision != sts.Status.UpdateRevision,
 		sts.Status.UpdatedReplicas < obs.replicas:
 		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is rolling out: %d of %d replicas updated", sts.Name, sts.Status.UpdatedReplicas, obs.replicas)

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -162,6 +163,32 @@ func TestStatefulSetConditionWhenAnEarlierChildFailed(t *testing.T) {
 				t.Errorf("StatefulSetReady = %+v, want False, ApplyFailed, not reconciled", c)
 			}
 		})
+	}
+}
+
+func TestCreatingTheStatefulSetNeedsOneStatusWrite(t *testing.T) {
+	// The reconcile that creates the StatefulSet and the next one, which
+	// finds it in the cache before its controller observed it, must compute
+	// the same status: otherwise every new Database costs a status write
+	// more.
+	conditions := func(obs observation) []metav1.Condition {
+		status := &dbv1.DatabaseStatus{}
+		setCredentialsCondition(status, obs)
+		setServicesCondition(status, obs)
+		setStatefulSetCondition(status, obs)
+		setSummaryConditions(status, obs)
+		for i := range status.Conditions {
+			status.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		return status.Conditions
+	}
+	created := conditions(observation{generation: 1, replicas: 1, statefulSetName: "orders", statefulSetWritten: true})
+	next := conditions(observation{generation: 1, replicas: 1, statefulSetName: "orders", statefulSet: statefulSet(1, 0, 0, 0, 0, "", "")})
+	if !equality.Semantic.DeepEqual(created, next) {
+		t.Errorf("status after creating the StatefulSet:\n%+v\nafter finding it:\n%+v", created, next)
+	}
+	if c := meta.FindStatusCondition(created, dbv1.ConditionStatefulSetReady); c.Reason != dbv1.ReasonRollingOut || !strings.Contains(c.Message, "StatefulSet orders") {
+		t.Errorf("StatefulSetReady after creating it: %s: %s", c.Reason, c.Message)
 	}
 }
 

@@ -3,7 +3,9 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,37 +42,63 @@ var scheme = func() *runtime.Scheme {
 	return s
 }()
 
-// writeCounter counts the manager's mutating requests to child resources.
+// writeCounter records the manager's requests about children: writes to
+// Secrets, Services and StatefulSets, reads of one of them (not lists or
+// watches) with the answer's status code, and Event writes.
 type writeCounter struct {
 	mu     sync.Mutex
 	writes []string
+	reads  []string
+	events []string
 }
 
 func (c *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodGet {
-			for _, resource := range []string{"/secrets", "/services", "/statefulsets"} {
-				if strings.Contains(req.URL.Path, resource) {
-					c.mu.Lock()
-					c.writes = append(c.writes, req.Method+" "+req.URL.Path)
-					c.mu.Unlock()
-				}
+		resp, err := rt.RoundTrip(req)
+		path := req.URL.Path
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if strings.HasSuffix(path, "/events") && req.Method != http.MethodGet {
+			c.events = append(c.events, req.Method+" "+path)
+		}
+		for _, resource := range []string{"/secrets", "/services", "/statefulsets"} {
+			switch {
+			case !strings.Contains(path, resource):
+			case req.Method != http.MethodGet:
+				c.writes = append(c.writes, req.Method+" "+path)
+			case strings.Contains(path, resource+"/") && err == nil:
+				c.reads = append(c.reads, fmt.Sprintf("GET %s %d", path, resp.StatusCode))
 			}
 		}
-		return rt.RoundTrip(req)
+		return resp, err
 	})
 }
 
 func (c *writeCounter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.writes = nil
+	c.writes, c.reads, c.events = nil, nil, nil
 }
 
+// get returns the writes to children.
 func (c *writeCounter) get() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.writes...)
+	return slices.Clone(c.writes)
+}
+
+// getReads returns the reads of children.
+func (c *writeCounter) getReads() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reads)
+}
+
+// getEvents returns the Event writes.
+func (c *writeCounter) getEvents() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events)
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
