@@ -57,6 +57,8 @@ type DatabaseReconciler struct {
 
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
+	// statuses are the status writes the cache has not shown yet.
+	statuses statusWrites
 }
 
 // Options tune the controller.
@@ -164,7 +166,7 @@ type scope struct {
 
 // childWrite is one write to a child.
 type childWrite struct {
-	// reason is the Event reason: Created, Updated or Resized.
+	// reason is the Event reason: Created, Updated, Resized or Deleted.
 	reason string
 	// child is the object written.
 	child *corev1.ObjectReference
@@ -176,6 +178,9 @@ type childWrite struct {
 func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	db := &dbv1.Database{}
 	if err := r.Client.Get(ctx, req.NamespacedName, db); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.statuses.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !db.DeletionTimestamp.IsZero() {
@@ -647,11 +652,18 @@ func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(*status, s.db.Status) {
 		return nil
 	}
+	key := client.ObjectKeyFromObject(s.db)
+	if r.statuses.behind(key, s.db.ResourceVersion) {
+		log.FromContext(ctx).V(1).Info("the cache has not shown the last status write yet; its event reconciles again")
+		return nil
+	}
+	replaced := s.db.ResourceVersion
 	patch := client.MergeFromWithOptions(s.db.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	s.db.Status = *status
 	if err := r.Client.Status().Patch(ctx, s.db, patch); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
+	r.statuses.wrote(key, replaced)
 	return nil
 }
 

@@ -59,3 +59,43 @@ func (c *createdChildren) recently(kind string, key client.ObjectKey) bool {
 	t, ok := c.at[createdKey{kind, key}]
 	return ok && time.Since(t) <= createdTTL
 }
+
+// statusWrites remembers, per Database, the resourceVersion its last status
+// write replaced. While the cache still shows that version, the cache has
+// not caught up with the write: a status computed from it would be refused
+// as a conflict, and the write's own event reconciles the Database again
+// anyway. The zero value is ready to use.
+type statusWrites struct {
+	mu       sync.Mutex
+	replaced map[client.ObjectKey]string
+}
+
+// wrote remembers that a status write replaced resourceVersion of key.
+func (w *statusWrites) wrote(key client.ObjectKey, resourceVersion string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replaced == nil {
+		w.replaced = map[client.ObjectKey]string{}
+	}
+	w.replaced[key] = resourceVersion
+}
+
+// behind reports whether resourceVersion, the cached one of key, is the one
+// the last status write replaced; once the cache shows another, key is
+// forgotten.
+func (w *statusWrites) behind(key client.ObjectKey, resourceVersion string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	replaced, ok := w.replaced[key]
+	if ok && replaced != resourceVersion {
+		delete(w.replaced, key)
+	}
+	return ok && replaced == resourceVersion
+}
+
+// forget drops key, a Database that is gone.
+func (w *statusWrites) forget(key client.ObjectKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.replaced, key)
+}
