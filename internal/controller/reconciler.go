@@ -24,13 +24,16 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -144,13 +147,39 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
-		Watches(&corev1.Pod{}, podToDatabase).
+		// A pod's progress shows in the StatefulSet's status, which is
+		// watched; the pods themselves only for the problems that do not.
+		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.BackoffBase, opts.BackoffMax),
 		}).
 		Complete(r)
 }
+
+// podProblemChanged passes the pod events that change what podProblem
+// reports: a pod that starts or stops failing to pull its image, crash
+// looping or being unschedulable, or is created or deleted failing. Every
+// other pod change reaches the Database through its StatefulSet's status,
+// so a starting pod costs no reconcile of its own.
+var podProblemChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return failing(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := problemOf(e.ObjectOld), problemOf(e.ObjectNew)
+		return (before == nil) != (after == nil) || before != nil && *before != *after
+	},
+	DeleteFunc:  func(e event.DeleteEvent) bool { return failing(e.Object) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func problemOf(o client.Object) *problem {
+	if pod, ok := o.(*corev1.Pod); ok {
+		return podProblem([]corev1.Pod{*pod})
+	}
+	return nil
+}
+
+func failing(o client.Object) bool { return problemOf(o) != nil }
 
 // scope is the state of one reconcile.
 type scope struct {

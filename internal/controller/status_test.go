@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -227,3 +228,36 @@ func TestGeneratePassword(t *testing.T) {
 type cryptoReader struct{}
 
 func (cryptoReader) Read(p []byte) (int, error) { return rand.Read(p) }
+
+func TestPodProblemChanged(t *testing.T) {
+	running := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	pending := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	pulling := waitingPod("orders-0", "ImagePullBackOff")
+	crashing := waitingPod("orders-0", "CrashLoopBackOff")
+	crashingAgain := *crashing.DeepCopy()
+	crashingAgain.Status.ContainerStatuses[0].RestartCount++
+	for _, tt := range []struct {
+		name     string
+		old, new corev1.Pod
+		want     bool
+	}{
+		{"a pod starting normally", pending, running, false},
+		{"a pod that cannot pull its image", pending, pulling, true},
+		{"a pod that recovered", pulling, running, true},
+		{"a failing pod that fails another way", pulling, crashing, true},
+		{"a crash-looping pod restarting once more", crashing, crashingAgain, true},
+		{"a failing pod unchanged", pulling, *pulling.DeepCopy(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := podProblemChanged.Update(event.UpdateEvent{ObjectOld: &tt.old, ObjectNew: &tt.new}); got != tt.want {
+				t.Errorf("update passed = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if podProblemChanged.Create(event.CreateEvent{Object: &pending}) {
+		t.Error("the creation of a healthy pod passed")
+	}
+	if !podProblemChanged.Create(event.CreateEvent{Object: &pulling}) || !podProblemChanged.Delete(event.DeleteEvent{Object: &pulling}) {
+		t.Error("the creation or deletion of a failing pod did not pass")
+	}
+}
