@@ -60,42 +60,54 @@ func (c *createdChildren) recently(kind string, key client.ObjectKey) bool {
 	return ok && time.Since(t) <= createdTTL
 }
 
-// statusWrites remembers, per Database, the resourceVersion its last status
-// write replaced. While the cache still shows that version, the cache has
-// not caught up with the write: a status computed from it would be refused
-// as a conflict, and the write's own event reconciles the Database again
-// anyway. The zero value is ready to use.
+// statusWrites remembers, per Database, the resourceVersions of its last
+// status write: the one it replaced and the one it made. While the cache
+// still shows the replaced one, it has not caught up with the write, and a
+// status computed from it can be neither trusted nor written (the write
+// would be refused as a conflict). The update event of the write itself
+// carries nothing new and needs no reconcile. The zero value is ready to
+// use.
 type statusWrites struct {
-	mu       sync.Mutex
-	replaced map[client.ObjectKey]string
+	mu     sync.Mutex
+	writes map[client.ObjectKey]statusWrite
 }
 
-// wrote remembers that a status write replaced resourceVersion of key.
-func (w *statusWrites) wrote(key client.ObjectKey, resourceVersion string) {
+type statusWrite struct {
+	replaced, written string
+}
+
+// wrote remembers that a status write of key turned resourceVersion
+// replaced into written.
+func (w *statusWrites) wrote(key client.ObjectKey, replaced, written string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.replaced == nil {
-		w.replaced = map[client.ObjectKey]string{}
+	if w.writes == nil {
+		w.writes = map[client.ObjectKey]statusWrite{}
 	}
-	w.replaced[key] = resourceVersion
+	w.writes[key] = statusWrite{replaced: replaced, written: written}
 }
 
 // behind reports whether resourceVersion, the cached one of key, is the one
-// the last status write replaced; once the cache shows another, key is
-// forgotten.
+// the last status write replaced.
 func (w *statusWrites) behind(key client.ObjectKey, resourceVersion string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	replaced, ok := w.replaced[key]
-	if ok && replaced != resourceVersion {
-		delete(w.replaced, key)
-	}
-	return ok && replaced == resourceVersion
+	last, ok := w.writes[key]
+	return ok && last.replaced == resourceVersion
+}
+
+// echo reports whether resourceVersion of key is the one the last status
+// write made.
+func (w *statusWrites) echo(key client.ObjectKey, resourceVersion string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.writes[key]
+	return ok && last.written == resourceVersion
 }
 
 // forget drops key, a Database that is gone.
 func (w *statusWrites) forget(key client.ObjectKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.replaced, key)
+	delete(w.writes, key)
 }

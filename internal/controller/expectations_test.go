@@ -28,22 +28,21 @@ func TestCreatedChildren(t *testing.T) {
 func TestStatusWrites(t *testing.T) {
 	var w statusWrites
 	db := client.ObjectKey{Namespace: "shop", Name: "orders"}
-	if w.behind(db, "10") {
-		t.Fatal("behind without any write")
+	if w.behind(db, "10") || w.echo(db, "10") {
+		t.Fatal("behind or an echo without any write")
 	}
-	w.wrote(db, "10")
+	w.wrote(db, "10", "11")
 	if !w.behind(db, "10") {
 		t.Error("the cache still shows the replaced version, but is not behind")
 	}
-	if w.behind(db, "11") {
-		t.Error("the cache shows the written version, but is behind")
+	if w.behind(db, "11") || w.behind(db, "12") {
+		t.Error("the cache shows the written version or a later one, but is behind")
 	}
-	if w.behind(db, "10") {
-		t.Error("once caught up, the key must be forgotten")
+	if !w.echo(db, "11") || w.echo(db, "12") || w.echo(db, "10") {
+		t.Error("only the written version is the write's echo")
 	}
-	w.wrote(db, "12")
 	w.forget(db)
-	if w.behind(db, "12") {
-		t.Error("a forgotten key is behind")
+	if w.behind(db, "10") || w.echo(db, "11") {
+		t.Error("a forgotten key is remembered")
 	}
 }

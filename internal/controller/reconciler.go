@@ -135,15 +135,19 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("database").
-		// Every change of a Database is reconciled, its status included. A
-		// reconcile may read the Database from a cache that has not yet seen
-		// the previous reconcile's status write, find the status it computes
-		// equal to that stale one and skip writing: only the event of the
-		// status write, reconciled once more, then corrects it (without it a
-		// Database could keep "RollingOut" forever). The extra reconcile
-		// writes nothing when the status already holds, and an edit of the
-		// status by anyone else is undone.
-		For(&dbv1.Database{}).
+		// Every change of a Database is reconciled, its status included,
+		// so that an edit of the status by anyone else is undone; except
+		// the update that is this controller's own status write. A
+		// reconcile that reads the Database from a cache that has not yet
+		// seen that write does not compute the status from it, but looks
+		// again shortly (writeStatus): comparing with the stale status it
+		// could find nothing to write and leave, say, "RollingOut" stored
+		// for good.
+		For(&dbv1.Database{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !r.statuses.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion())
+			},
+		})).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
@@ -191,6 +195,9 @@ type scope struct {
 	// writes are this reconcile's writes to children, reported together in
 	// one Event.
 	writes []childWrite
+	// cacheBehind is true when the cached Database predates the last
+	// status write: the status was not computed.
+	cacheBehind bool
 }
 
 // childWrite is one write to a child.
@@ -264,6 +271,10 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
 	case s.obs.blocked != nil && err == nil:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
+	case err == nil && s.cacheBehind:
+		// The write's own event is filtered out: look again once the
+		// cache has it.
+		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
 	case err == nil && s.obs.claimsUnbound:
 		// Binding a claim changes nothing dbkeeper watches: look again.
 		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
@@ -278,6 +289,10 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	return ctrl.Result{}, err
 }
+
+// cacheBehindDelay is how long a reconcile that found the cache behind its
+// last status write waits for it.
+const cacheBehindDelay = 250 * time.Millisecond
 
 // unboundClaimRetryDelay is how long a reconcile that could not grow a claim
 // yet, because it is not bound, waits before it tries again.
@@ -656,6 +671,12 @@ var apiVersions = map[string]string{"Secret": "v1", "Service": "v1", "StatefulSe
 // writeStatus computes the status from what this reconcile observed and
 // writes it, once, only when it changed.
 func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
+	if r.statuses.behind(client.ObjectKeyFromObject(s.db), s.db.ResourceVersion) {
+		// The cached status predates this controller's last write: what
+		// it holds says nothing of what is stored.
+		s.cacheBehind = true
+		return nil
+	}
 	status := s.db.Status.DeepCopy()
 	setCredentialsCondition(status, s.obs)
 	setServicesCondition(status, s.obs)
@@ -681,18 +702,13 @@ func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(*status, s.db.Status) {
 		return nil
 	}
-	key := client.ObjectKeyFromObject(s.db)
-	if r.statuses.behind(key, s.db.ResourceVersion) {
-		log.FromContext(ctx).V(1).Info("the cache has not shown the last status write yet; its event reconciles again")
-		return nil
-	}
 	replaced := s.db.ResourceVersion
 	patch := client.MergeFromWithOptions(s.db.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	s.db.Status = *status
 	if err := r.Client.Status().Patch(ctx, s.db, patch); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
-	r.statuses.wrote(key, replaced)
+	r.statuses.wrote(client.ObjectKeyFromObject(s.db), replaced, s.db.ResourceVersion)
 	return nil
 }
 
