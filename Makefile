@@ -102,7 +102,7 @@ BENCH_OUT ?= bin/bench.json
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: k8s-tools ## Benchmark dbkeeper beside the API server's floor on devcluster (BENCH_N=1000: 20 to 35 minutes on two cores) and update docs/benchmarks.md.
+bench: k8s-tools ## Benchmark dbkeeper beside the API server's floor on devcluster (BENCH_N=1000: about 18 minutes on two idle cores) and update docs/benchmarks.md.
 	go build -o bin/bench ./test/bench
 	bin/bench -n $(BENCH_N) -concurrency $(BENCH_CONCURRENCY) -steady $(BENCH_STEADY) -out $(BENCH_OUT) \
 		-doc docs/benchmarks.md -doc-plot benchmarks.png $(BENCH_ARGS)
