@@ -37,17 +37,22 @@ const claimsSettleDelay = 2 * time.Second
 // syncFinalizer adds VolumesFinalizer to a Database whose deletionPolicy is
 // Delete and removes it from one whose policy is Retain.
 func (r *DatabaseReconciler) syncFinalizer(ctx context.Context, s *scope) error {
-	want := s.spec.Spec.DeletionPolicy == dbv1.DeletionPolicyDelete
-	if want == controllerutil.ContainsFinalizer(s.db, VolumesFinalizer) {
+	return r.setFinalizer(ctx, s.db, s.spec.Spec.DeletionPolicy == dbv1.DeletionPolicyDelete)
+}
+
+// setFinalizer adds VolumesFinalizer to db, or removes it, unless db is so
+// already, in one patch guarded by the resourceVersion.
+func (r *DatabaseReconciler) setFinalizer(ctx context.Context, db *dbv1.Database, want bool) error {
+	if want == controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(s.db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if want {
-		controllerutil.AddFinalizer(s.db, VolumesFinalizer)
+		controllerutil.AddFinalizer(db, VolumesFinalizer)
 	} else {
-		controllerutil.RemoveFinalizer(s.db, VolumesFinalizer)
+		controllerutil.RemoveFinalizer(db, VolumesFinalizer)
 	}
-	if err := r.Client.Patch(ctx, s.db, patch); err != nil {
+	if err := r.Client.Patch(ctx, db, patch); err != nil {
 		return fmt.Errorf("updating the finalizer %s: %w", VolumesFinalizer, err)
 	}
 	return nil
@@ -97,10 +102,8 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 		s.wrote("Deleted", "PersistentVolumeClaim", deleted[0], "deleted PersistentVolumeClaim "+strings.Join(deleted, ", ")+" (deletionPolicy Delete)")
 	}
 
-	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(db, VolumesFinalizer)
-	if err := r.Client.Patch(ctx, db, patch); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("removing the finalizer %s: %w", VolumesFinalizer, err)
+	if err := r.setFinalizer(ctx, db, false); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
 }

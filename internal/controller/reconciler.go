@@ -318,7 +318,7 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) erro
 		// The cache holds only labelled Secrets. Before generating a
 		// password, make sure no Secret exists whose labels were edited:
 		// the one read of the API server a new Database costs.
-		found, err = r.getLive(ctx, key, live)
+		found, err = r.getLive(ctx, "Secret", key, live)
 	}
 	if err != nil {
 		s.obs.secretErr = err
@@ -418,6 +418,8 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 			return appsv1ac.ExtractStatefulSet(live, desired.FieldManager)
 		},
 		adapt: func() error {
+			// Called only for a StatefulSet that exists and is this
+			// Database's.
 			found = true
 			// volumeClaimTemplates are immutable: a larger size is applied
 			// to the claims themselves.
@@ -467,7 +469,7 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope) error {
 		if err == nil && !found && i < s.obs.statefulSet.Status.Replicas {
 			// The replica's pod exists, so its claim does: it was
 			// relabelled, or the cache is behind.
-			found, err = r.getLive(ctx, key, pvc)
+			found, err = r.getLive(ctx, "PersistentVolumeClaim", key, pvc)
 		}
 		if err != nil {
 			return err
@@ -511,30 +513,30 @@ func (r *DatabaseReconciler) observePods(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// getCached reads a child from the cache. It reports false, and no error,
-// when the cache does not hold it; when it does, it also forgets that this
-// process created it (see created).
+// getCached reads a child from the cache (see readChild); when the cache
+// holds it, it also forgets that this process created it (see created).
 func (r *DatabaseReconciler) getCached(ctx context.Context, kind string, key client.ObjectKey, obj client.Object) (bool, error) {
-	err := r.Client.Get(ctx, key, obj)
+	found, err := readChild(ctx, r.Client, kind, key, obj)
+	if found {
+		r.created.seen(kind, key)
+	}
+	return found, err
+}
+
+// getLive reads a child from the API server (see readChild).
+func (r *DatabaseReconciler) getLive(ctx context.Context, kind string, key client.ObjectKey, obj client.Object) (bool, error) {
+	return readChild(ctx, r.APIReader, kind, key, obj)
+}
+
+// readChild reads a child with reader. It reports false, and no error, when
+// the child does not exist.
+func readChild(ctx context.Context, reader client.Reader, kind string, key client.ObjectKey, obj client.Object) (bool, error) {
+	err := reader.Get(ctx, key, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading %s %s: %w", kind, key.Name, err)
-	}
-	r.created.seen(kind, key)
-	return true, nil
-}
-
-// getLive reads a child from the API server. It reports false, and no
-// error, when the child does not exist.
-func (r *DatabaseReconciler) getLive(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
-	err := r.APIReader.Get(ctx, key, obj)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading %T %s from the API server: %w", obj, key.Name, err)
 	}
 	return true, nil
 }
@@ -577,7 +579,7 @@ func (r *DatabaseReconciler) applyChild(ctx context.Context, s *scope, c child) 
 	if c.found != nil {
 		found = *c.found
 	} else if found, err = r.getCached(ctx, c.kind, c.key, c.live); err == nil && !found && r.created.recently(c.kind, c.key) {
-		found, err = r.getLive(ctx, c.key, c.live)
+		found, err = r.getLive(ctx, c.kind, c.key, c.live)
 	}
 	if err != nil {
 		return false, err
@@ -589,7 +591,7 @@ func (r *DatabaseReconciler) applyChild(ctx context.Context, s *scope, c child) 
 			s.wrote("Created", c.kind, c.key.Name, fmt.Sprintf("created %s %s", c.kind, c.key.Name))
 			return true, nil
 		}
-		if found, err = r.getLive(ctx, c.key, c.live); err != nil || !found {
+		if found, err = r.getLive(ctx, c.kind, c.key, c.live); err != nil || !found {
 			return false, errors.Join(createErr, err)
 		}
 	}
