@@ -54,8 +54,8 @@ type EngineInfo struct {
 	// OwnedParameters are the settings dbkeeper sets itself; users may not
 	// set them in spec.parameters.
 	OwnedParameters []string
-	// MaxIdentifierLength is the longest database or user name the engine
-	// accepts.
+	// MaxDatabaseNameLength and MaxUsernameLength are the longest database
+	// and user names the engine accepts.
 	MaxDatabaseNameLength, MaxUsernameLength int
 	// ReservedDatabaseNames and ReservedUsernames are names that belong to
 	// the engine itself.

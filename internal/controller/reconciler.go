@@ -264,30 +264,48 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.writeStatus(ctx, s); err != nil {
 		errs = append(errs, err)
 	}
-	err := errors.Join(errs...)
+	return result(ctx, s, errors.Join(errs...))
+}
+
+// result turns what one reconcile saw and the error it met into its
+// outcome. The first case that holds wins:
+//
+//  1. A conflict: the Database or a child changed since the cache returned
+//     it, most often by this controller's previous status write that the
+//     cache has not caught up with yet. Not an error, since nothing failed:
+//     look again once the cache caught up, keeping the log quiet and the
+//     backoff untouched.
+//  2. Any other error: retried with backoff. It comes before the terminal
+//     cases so that a failed status write of an invalid or blocked
+//     Database is retried: otherwise Stalled could stay unwritten.
+//  3. The cache is behind the last status write, so the status was not
+//     computed: look again once the cache has it, since the write's own
+//     event is filtered out. Before the terminal cases too: a blocker
+//     found now must still be written as Stalled.
+//  4. An invalid spec: terminal, since retrying cannot help; the next spec
+//     change triggers a reconcile.
+//  5. A blocker that needs a human (a missing StorageClass, a child
+//     controlled by another object, a claim that cannot grow): terminal.
+//  6. A claim to grow that is not bound yet: binding it changes nothing
+//     dbkeeper watches, so look again after a while.
+//  7. Otherwise done, until the next event.
+func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
-	case s.obs.invalid != nil:
-		// Retrying cannot help: the next spec change triggers a reconcile.
-		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
-	case s.obs.blocked != nil && err == nil:
-		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
-	case err == nil && s.cacheBehind:
-		// The write's own event is filtered out: look again once the
-		// cache has it.
-		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
-	case err == nil && s.obs.claimsUnbound:
-		// Binding a claim changes nothing dbkeeper watches: look again.
-		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
 	case err != nil && isConflict(err):
-		// The Database changed since the cache returned it, most often by
-		// this controller's previous status write that the cache has not
-		// caught up with yet. Its event requeues the Database too; waiting
-		// for the cache without an error keeps the log quiet and the
-		// backoff untouched. Not an error: nothing failed.
-		log.FromContext(ctx).V(1).Info("conflict writing status, retrying once the cache caught up", "error", err.Error())
+		log.FromContext(ctx).V(1).Info("conflict, retrying once the cache caught up", "error", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case s.cacheBehind:
+		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
+	case s.obs.invalid != nil:
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
+	case s.obs.blocked != nil:
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked.message))
+	case s.obs.claimsUnbound:
+		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
 	}
-	return ctrl.Result{}, err
+	return ctrl.Result{}, nil
 }
 
 // cacheBehindDelay is how long a reconcile that found the cache behind its
@@ -596,7 +614,7 @@ func (r *DatabaseReconciler) applyChild(ctx context.Context, s *scope, c child) 
 		}
 	}
 	if ref := metav1.GetControllerOf(c.live); ref != nil && ref.UID != s.db.UID {
-		s.obs.blocked = &problem{dbv1.ReasonApplyFailed,
+		s.obs.blocked = &problem{dbv1.ReasonControlledByOther,
 			fmt.Sprintf("%s %s already exists and is controlled by %s %s; delete it or rename the Database", c.kind, c.key.Name, ref.Kind, ref.Name)}
 		return false, nil
 	}
