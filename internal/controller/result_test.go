@@ -17,7 +17,8 @@ func TestResult(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: dbv1.GroupVersion.Group, Resource: "databases"}, "orders", errors.New("modified"))
 	failed := errors.New("applying Secret orders-credentials: connection refused")
 	invalid := observation{invalid: errors.New(`spec.version: Unsupported value: "12"`)}
-	blocked := observation{blocked: &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}}
+	missingClass := &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}
+	blocked := observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}}}
 	tests := []struct {
 		name     string
 		scope    scope
@@ -43,8 +44,8 @@ func TestResult(t *testing.T) {
 		},
 		{name: "an invalid spec is terminal", scope: scope{obs: invalid}, terminal: true},
 		{name: "a blocker is terminal", scope: scope{obs: blocked}, terminal: true},
-		{name: "a blocker wins over an unbound claim", scope: scope{obs: observation{blocked: blocked.blocked, claimsUnbound: true}}, terminal: true},
-		{name: "an unbound claim is looked at again", scope: scope{obs: observation{claimsUnbound: true}}, want: ctrl.Result{RequeueAfter: unboundClaimRetryDelay}},
+		{name: "a blocker wins over an unbound claim", scope: scope{obs: observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}, claimsUnbound: true}}}, terminal: true},
+		{name: "an unbound claim is looked at again", scope: scope{obs: observation{statefulSet: statefulSetObservation{claimsUnbound: true}}}, want: ctrl.Result{RequeueAfter: unboundClaimRetryDelay}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
