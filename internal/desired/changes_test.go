@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -40,7 +41,7 @@ func TestChanges(t *testing.T) {
 			name:    "a changed replica count is reported at its path",
 			desired: func(*testing.T) any { return StatefulSet(pg(withReplicas(3))) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(withReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptrInt32(5) }))
+				return StatefulSet(pg(withReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }))
 			},
 			want: []string{"spec.replicas"},
 		},
@@ -233,5 +234,3 @@ func TestChangesIsStable(t *testing.T) {
 		}
 	}
 }
-
-func ptrInt32(n int32) *int32 { return &n }

@@ -370,18 +370,11 @@ func TestStatefulSetVolumeClaimTemplate(t *testing.T) {
 					t.Errorf("storage request = %s, want %s", got.String(), tt.wantSize)
 				}
 				if !reflect.DeepEqual(pvc.Spec.StorageClassName, tt.wantClass) {
-					t.Errorf("storageClassName = %v, want %v", ptrString(pvc.Spec.StorageClassName), ptrString(tt.wantClass))
+					t.Errorf("storageClassName = %v, want %v", ptr.Deref(pvc.Spec.StorageClassName, "<nil>"), ptr.Deref(tt.wantClass, "<nil>"))
 				}
 			})
 		}
 	}
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
 }
 
 func TestStatefulSetAntiAffinity(t *testing.T) {

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -114,15 +116,12 @@ func Kubectl(kubeconfig string, args ...string) (string, error) {
 // with check's last answer when timeout has passed.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := check()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // TestWebhookOutage shows that the webhooks fail closed: with the manager
@@ -112,22 +113,17 @@ func TestWebhookOutage(t *testing.T) {
 		invalid := manifest("bypassed", `{engine: postgres, image: "postgres:latest", parameters: {port: "6543"}}`)
 		// A valid Database stored without the mutating webhook's defaults.
 		plain := manifest("undefaulted", `{engine: mysql}`)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, err := kubectl("apply", "-f", invalid, "-f", plain)
-			if err == nil {
-				break
+		testenv.Eventually(t, 30*time.Second, "the API server to stop calling the deleted webhooks", func() string {
+			if out, err := kubectl("apply", "-f", invalid, "-f", plain); err != nil {
+				return fmt.Sprintf("%v\n%s", err, out)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the API server kept calling the deleted webhooks: %v\n%s", err, out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return ""
+		})
 
 		m := h.startManager(t, "outage-bypassed")
 		key := client.ObjectKey{Namespace: ns, Name: "bypassed"}
 		db := &dbv1.Database{}
-		waitFor(t, 60*time.Second, "the invalid Database to be Stalled", func() string {
+		testenv.Eventually(t, 60*time.Second, "the invalid Database to be Stalled", func() string {
 			if err := h.client.Get(ctx, key, db); err != nil {
 				return err.Error()
 			}
@@ -223,18 +219,4 @@ func (h *harness) childrenOf(t *testing.T, namespace, name string) int {
 		n += len(items)
 	}
 	return n
-}
-
-// waitFor polls check until it returns "" or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		if last = check(); last == "" {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -236,10 +237,10 @@ func (w *workload) checkSpecs(t *testing.T, h *harness) {
 		default:
 			s := db.Spec
 			cpu := s.Resources.Requests[corev1.ResourceCPU]
-			if ptrValue(s.Replicas) != d.replicas || cpu.Cmp(resource.MustParse(d.cpu)) != 0 ||
+			if ptr.Deref(s.Replicas, 0) != d.replicas || cpu.Cmp(resource.MustParse(d.cpu)) != 0 ||
 				s.Storage.Size == nil || s.Storage.Size.Cmp(resource.MustParse(d.size)) != 0 || s.Engine != d.engine || s.DeletionPolicy != d.policy {
 				t.Errorf("%s: spec replicas %d cpu %s size %v engine %s policy %s; the workload asked for %+v",
-					d.name, ptrValue(s.Replicas), cpu.String(), s.Storage.Size, s.Engine, s.DeletionPolicy, *d)
+					d.name, ptr.Deref(s.Replicas, 0), cpu.String(), s.Storage.Size, s.Engine, s.DeletionPolicy, *d)
 			}
 		}
 	}
