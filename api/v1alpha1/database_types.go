@@ -90,11 +90,13 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// replicas is the number of database pods. Defaults to 1. Each replica
-	// is an independent server with its own volume.
+	// replicas is the number of database pods. Defaults to 1, and must be 1
+	// for now: dbkeeper does not run replication yet, and more replicas
+	// would be independent servers with diverging data behind one Service.
+	// A Database stored with more is Stalled until it is set back to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:validation:XValidation:rule="self <= 1",message="must be 1: dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// storage configures the data volume of each replica.

@@ -116,8 +116,8 @@ func TestAdmission(t *testing.T) {
 			s.Resources.Requests.Cpu().String() != "100m" || s.Resources.Requests.Memory().String() != "256Mi" {
 			t.Errorf("defaults not stored: %+v", s)
 		}
-		if w := seen.take(); !containsAll(strings.Join(w, "\n"), "spec.replicas is 1") {
-			t.Errorf("warnings = %q, want the single-replica warning", w)
+		if w := seen.take(); len(w) != 0 {
+			t.Errorf("warnings = %q, want none", w)
 		}
 	})
 
@@ -157,7 +157,7 @@ func TestAdmission(t *testing.T) {
 	t.Run("immutable fields, shrinking and downgrades are forbidden on update", func(t *testing.T) {
 		size := resource.MustParse("10Gi")
 		base := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
-			Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Version: "8.4", Replicas: ptr.To[int32](3),
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Version: "8.4",
 				Storage: dbv1.StorageSpec{Size: &size, StorageClassName: ptr.To("fast")}}}
 		if err := c.Create(bg, base); err != nil {
 			t.Fatal(err)
@@ -196,7 +196,7 @@ func TestAdmission(t *testing.T) {
 			if err := c.Update(bg, db); err != nil {
 				t.Fatal(err)
 			}
-			if w := strings.Join(seen.take(), "\n"); !containsAll(w, "restarts 3 pods of StatefulSet orders") {
+			if w := strings.Join(seen.take(), "\n"); !containsAll(w, "restarts the only pod of StatefulSet orders") {
 				t.Errorf("warnings = %q, want the restart warning", w)
 			}
 		})
@@ -240,7 +240,7 @@ func TestAdmission(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !containsAll(out, "Warning:", "spec.replicas is 1", "deletionPolicy", "database.dbkeeper.io/catalog created") {
+		if !containsAll(out, "Warning:", "deletionPolicy", "database.dbkeeper.io/catalog created") {
 			t.Errorf("kubectl did not print the warnings")
 		}
 	})

@@ -12,6 +12,6 @@
 // Validation collects every error with its field path, so that one
 // apierrors.NewInvalid tells the user everything at once, and returns
 // warnings (admission.Warnings) for legal but risky choices: an end-of-life
-// version, a single replica, deletionPolicy Delete, and changes that restart
-// the database pods.
+// version, a single replica of an engine that replicates, deletionPolicy
+// Delete, and changes that restart the database pods.
 package v1alpha1

@@ -110,7 +110,7 @@ func TestDatabaseDefaulter(t *testing.T) {
 func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	hook := admission.WithDefaulter(testScheme(t), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules}))
 
-	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, database("orders", withReplicas(3))))
+	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, database("orders", withReplicas(1))))
 	if !resp.Allowed {
 		t.Fatalf("response not allowed: %+v", resp.Result)
 	}
@@ -157,11 +157,11 @@ func TestValidatingWebhook(t *testing.T) {
 		if want := `Database.dbkeeper.io "orders" is invalid: [spec.port: Invalid value: 80`; !strings.HasPrefix(resp.Result.Message, want) {
 			t.Errorf("message = %q, want it to start with %q", resp.Result.Message, want)
 		}
-		assertWarnings(t, resp.Warnings, singleReplicaWarning)
+		assertWarnings(t, resp.Warnings)
 	})
 
 	t.Run("allows a valid Database with its warnings", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withDeletionPolicy("Delete"), withReplicas(3))))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withDeletionPolicy("Delete"))))
 		if !resp.Allowed {
 			t.Fatalf("refused: %s", resp.Result.Message)
 		}
