@@ -128,9 +128,9 @@ func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	}
 
 	t.Run("an update that bumps the version replaces the image", func(t *testing.T) {
-		oldDB := valid(withVersion("16"), withImage("docker.io/library/postgres:16.10"))
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, defaulted(oldDB, withVersion("17"))))
-		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/spec/image" || resp.Patches[0].Value != "docker.io/library/postgres:17.6" {
+		oldDB := validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43"))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, defaulted(oldDB, withVersion("8.4"))))
+		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/spec/image" || resp.Patches[0].Value != "docker.io/library/mysql:8.4.6" {
 			t.Errorf("response: allowed %v, patches %+v", resp.Allowed, resp.Patches)
 		}
 	})
