@@ -130,7 +130,7 @@ func TestCRD(t *testing.T) {
 		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "three", Namespace: "default"},
 			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
 		err := c.Create(ctx, db)
-		want := `Database.dbkeeper.io "three" is invalid: spec.replicas: Invalid value: "integer": must be 1: ` +
+		want := `Database.dbkeeper.io "three" is invalid: spec.replicas: Invalid value: 3: must be 1: ` +
 			`dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service`
 		if err == nil || err.Error() != want {
 			t.Errorf("creating a Database with three replicas:\n got  %v\n want %s", err, want)
@@ -178,6 +178,9 @@ func TestCRD(t *testing.T) {
 			t.Errorf("deleting: %v", err)
 		}
 	})
+
+	t.Run("transition rules hold without the webhooks", func(t *testing.T) { testTransitionRules(t, c) })
+	t.Run("deletionProtection holds without the webhooks", func(t *testing.T) { testDeletionProtectionPolicy(t, c) })
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
 		path := testenv.AdminKubeconfig(t, env)
