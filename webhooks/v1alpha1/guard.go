@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -105,31 +104,22 @@ func withDecodeErrors(ctx context.Context, errs field.ErrorList) field.ErrorList
 	return merged
 }
 
-// specFieldOrder is the JSON names of DatabaseSpec's fields in declaration
-// order, the order in which Validate reports them.
-var specFieldOrder = func() []string {
-	typ := reflect.TypeFor[dbv1.DatabaseSpec]()
-	names := make([]string, 0, typ.NumField())
-	for i := range typ.NumField() {
-		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
-		names = append(names, name)
-	}
-	return names
-}()
+// reportOrder is the order in which Validate reports the spec's fields.
+var reportOrder = []*field.Path{
+	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
+	portPath, databaseNamePath, usernamePath, parametersPath, policyPath,
+}
 
-// fieldRank orders field paths as Validate reports them: metadata, then
-// the spec's fields in declaration order.
+// fieldRank orders field paths as Validate reports them: metadata first,
+// then the spec's fields in reportOrder, then any other.
 func fieldRank(path string) int {
-	rest, ok := strings.CutPrefix(path, "spec.")
-	if !ok {
+	if !strings.HasPrefix(path, specPath.String()+".") {
 		return -1
 	}
-	name := rest
-	if i := strings.IndexAny(rest, ".["); i >= 0 {
-		name = rest[:i]
+	for i, p := range reportOrder {
+		if prefix := p.String(); path == prefix || strings.HasPrefix(path, prefix+".") || strings.HasPrefix(path, prefix+"[") {
+			return i
+		}
 	}
-	if i := slices.Index(specFieldOrder, name); i >= 0 {
-		return i
-	}
-	return len(specFieldOrder)
+	return len(reportOrder)
 }
