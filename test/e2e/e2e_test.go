@@ -229,13 +229,20 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("scaling 1 to 3 becomes Ready at the new generation", func(t *testing.T) {
-		s.mustKubectl("patch", "-n", "shop", "db", "catalog", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	t.Run("scaling to 3 is refused: dbkeeper runs no replication yet", func(t *testing.T) {
+		out, err := s.kubectl("patch", "-n", "shop", "db", "catalog", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		if err == nil || !strings.Contains(out, "spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service") {
+			t.Errorf("scaling to 3 was not refused with the reason: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("a parameter change becomes Ready at the new generation", func(t *testing.T) {
+		s.mustKubectl("patch", "-n", "shop", "db", "catalog", "--type=merge", "-p", `{"spec":{"parameters":{"max_connections":"400"}}}`)
 		generation := strings.Trim(s.mustKubectl("get", "-n", "shop", "db", "catalog", "-o", "jsonpath={.metadata.generation}"), "'")
 		s.mustKubectl("wait", "-n", "shop", "--for=jsonpath={.status.observedGeneration}="+generation, "db/catalog", "--timeout=60s")
 		s.mustKubectl("wait", "-n", "shop", "--for=condition=Ready", "db/catalog", "--timeout=90s")
-		if got := s.mustKubectl("get", "-n", "shop", "db", "catalog", "-o", "jsonpath={.status.readyReplicas}"); got != "3" {
-			t.Errorf("readyReplicas = %q, want 3", got)
+		if got := s.mustKubectl("get", "-n", "shop", "db", "catalog", "-o", "jsonpath={.status.readyReplicas}"); got != "1" {
+			t.Errorf("readyReplicas = %q, want 1", got)
 		}
 	})
 

@@ -35,7 +35,7 @@ func TestValidateCreateAcceptsValidDatabases(t *testing.T) {
 			rules: Rules{ImageRegistry: "registry.example.com/mirror"},
 			db:    defaulted(database("orders"), withImage("registry.example.com/mirror/postgres:17.6")),
 		},
-		{name: "nine replicas", db: valid(withReplicas(9))},
+		{name: "one replica", db: valid(withReplicas(1))},
 		{name: "64Ti of storage", db: valid(withStorageSize("64Ti"))},
 		{name: "1Gi of storage written in Mi", db: valid(withStorageSize("1024Mi"))},
 		{name: "a storage class", db: valid(withStorageClass("fast-ssd.example.com"))},
@@ -161,7 +161,14 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 		{name: "no replicas", db: valid(with(func(db *dbv1.Database) { db.Spec.Replicas = nil })), want: []fieldError{required("spec.replicas")}},
 		{name: "zero replicas", db: valid(withReplicas(0)), want: []fieldError{invalidAt("spec.replicas")}},
 		{name: "negative replicas", db: valid(withReplicas(-1)), want: []fieldError{invalidAt("spec.replicas")}},
-		{name: "more replicas than the engine allows", db: valid(withReplicas(10)), want: []fieldError{invalidAt("spec.replicas")}, detail: "at most 9 for postgres"},
+		{
+			name: "more than one postgres replica, while dbkeeper runs no replication", db: valid(withReplicas(3)), want: []fieldError{invalidAt("spec.replicas")},
+			detail: "must be 1: dbkeeper does not run replication for postgres yet, and more replicas would be independent servers with diverging data behind one Service",
+		},
+		{
+			name: "more than one mysql replica, while dbkeeper runs no replication", db: validMySQL(withReplicas(2)), want: []fieldError{invalidAt("spec.replicas")},
+			detail: "must be 1: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",
+		},
 
 		// spec.storage
 		{name: "no storage size", db: valid(with(func(db *dbv1.Database) { db.Spec.Storage.Size = nil })), want: []fieldError{required("spec.storage.size")}},
@@ -327,7 +334,16 @@ func TestValidateUpdate(t *testing.T) {
 		detail   string
 	}{
 		{name: "an unchanged Database", old: valid(), new: valid()},
-		{name: "more replicas", old: valid(), new: valid(withReplicas(3))},
+		{
+			name: "more replicas, while dbkeeper runs no replication", old: valid(), new: valid(withReplicas(3)),
+			want: []fieldError{invalidAt("spec.replicas")}, detail: "must be 1: dbkeeper does not run replication for postgres yet",
+		},
+		{
+			name: "a spec change of a Database stored with more replicas than allowed is refused until they are set back to 1",
+			old:  valid(withReplicas(3)), new: valid(withReplicas(3), withStorageSize("5Gi")),
+			want: []fieldError{invalidAt("spec.replicas")},
+		},
+		{name: "setting a Database stored with more replicas back to 1", old: valid(withReplicas(3)), new: valid()},
 		{name: "a larger storage size", old: valid(withStorageSize("10Gi")), new: valid(withStorageSize("20Gi"))},
 		{name: "the same storage size in other units", old: valid(withStorageSize("10Gi")), new: valid(withStorageSize("10240Mi"))},
 		{name: "a storage class set for the first time", old: valid(), new: valid(withStorageClass("fast"))},
@@ -338,7 +354,12 @@ func TestValidateUpdate(t *testing.T) {
 		{
 			name: "a stored Database from before a default existed, updated with the defaults",
 			old:  valid(withDeletionPolicy(""), with(func(db *dbv1.Database) { db.Spec.Resources = corev1.ResourceRequirements{} })),
-			new:  valid(withReplicas(2)),
+			new:  valid(withParameter("work_mem", "8MB")),
+		},
+		{
+			name: "a label on a Database stored with more replicas than allowed",
+			old:  valid(withReplicas(3)),
+			new:  valid(withReplicas(3), with(func(db *dbv1.Database) { db.Labels = map[string]string{"team": "shop"} })),
 		},
 		{
 			name: "a Database being deleted whose spec is unchanged, even if invalid today",
