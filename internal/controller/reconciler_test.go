@@ -45,7 +45,7 @@ func TestReconciler(t *testing.T) {
 	key := client.ObjectKey{Namespace: "shop", Name: "orders"}
 
 	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](2)}}
+		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](1)}}
 	f.counter.reset()
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestReconciler(t *testing.T) {
 			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) || got.Status.Phase != dbv1.PhaseReady {
 				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReady)
 			}
-			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "2/2" ||
+			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "1/1" ||
 				got.Status.Endpoint != "orders.shop.svc:5432" || got.Status.SecretName != "orders-credentials" ||
 				got.Status.Image != "docker.io/library/postgres:17.6" {
 				return fmt.Sprintf("status %+v", got.Status)
@@ -159,7 +159,7 @@ func TestReconciler(t *testing.T) {
 
 	t.Run("observedGeneration follows a spec change", func(t *testing.T) {
 		got := f.database(key)
-		got.Spec.Replicas = ptr.To[int32](3)
+		got.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
 		if err := f.client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
@@ -171,18 +171,21 @@ func TestReconciler(t *testing.T) {
 			}
 			return ""
 		})
-		f.eventually("the StatefulSet scaled", func() string {
+		f.eventually("the StatefulSet changed", func() string {
 			sts := &appsv1.StatefulSet{}
-			if err := f.client.Get(ctx, key, sts); err != nil || *sts.Spec.Replicas != 3 {
-				return fmt.Sprintf("%v %v", err, sts.Spec.Replicas)
+			if err := f.client.Get(ctx, key, sts); err != nil || len(sts.Spec.Template.Spec.Containers) == 0 {
+				return fmt.Sprintf("%v %v", err, sts.Spec.Template.Spec.Containers)
+			}
+			if cpu := sts.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu(); cpu.String() != "250m" {
+				return "cpu request " + cpu.String()
 			}
 			return ""
 		})
 		f.markStatefulSetReady(key)
-		f.eventually("Ready at 3 replicas", func() string {
+		f.eventually("Ready at the new generation", func() string {
 			got := f.database(key)
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionReady)
-			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "3/3" {
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "1/1" {
 				return condition(got, dbv1.ConditionReady) + " ready " + got.Status.Ready
 			}
 			return ""

@@ -186,7 +186,7 @@ func TestEndToEnd(t *testing.T) {
 		s.mustKubectl("wait", "-n", "shop", "--for=condition=Ready", "database/orders", "database/catalog", "--timeout=180s")
 		out := s.mustKubectl("get", "db", "-n", "shop", "-o", "wide")
 		t.Logf("kubectl get db -o wide:\n%s", out)
-		for _, want := range []string{"ENGINE", "VERSION", "READY", "PHASE", "ENDPOINT", "orders", "postgres", "17", "3/3", "Ready", "orders.shop.svc:5432", "catalog", "mysql", "8.4", "1/1", "catalog.shop.svc:3306"} {
+		for _, want := range []string{"ENGINE", "VERSION", "READY", "PHASE", "ENDPOINT", "orders", "postgres", "17", "1/1", "Ready", "orders.shop.svc:5432", "catalog", "mysql", "8.4", "1/1", "catalog.shop.svc:3306"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl get db does not show %q", want)
 			}
@@ -197,16 +197,18 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("kubectl describe does not show %q:\n%s", want, describe)
 			}
 		}
-		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), client.MatchingLabels{"app.kubernetes.io/instance": "orders"}); n != 3 {
-			t.Errorf("orders has %d PersistentVolumeClaims, want 3", n)
+		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), client.MatchingLabels{"app.kubernetes.io/instance": "orders"}); n != 1 {
+			t.Errorf("orders has %d PersistentVolumeClaims, want 1", n)
 		}
 	})
 
 	t.Run("each invalid example is refused and nothing is stored", func(t *testing.T) {
 		cases := map[string][]string{
-			"many-errors.yaml":          {"spec.version", "spec.image", "spec.databaseName", "spec.username", "spec.parameters[port]"},
+			"many-errors.yaml":          {"spec.version", "spec.image", "spec.replicas", "spec.databaseName", "spec.username", "spec.parameters[port]"},
 			"unknown-engine.yaml":       {"spec.engine", "oracle"},
 			"requests-over-limits.yaml": {"spec.resources.requests[memory]"},
+			"schema-and-rules.yaml":     {"spec.image", "spec.replicas", "spec.storage.size", "spec.port"},
+			"malformed-quantities.yaml": {`spec.storage.size: Invalid value: "10 gigs"`, `spec.resources.requests[cpu]: Invalid value: "half"`, "spec.username"},
 		}
 		for file, wants := range cases {
 			out, err := s.kubectl("apply", "-n", "shop", "-f", s.sample("invalid", file))
@@ -291,8 +293,8 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return ""
 		})
-		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), instance("orders")); n != 3 {
-			t.Errorf("orders (Retain): %d claims kept, want 3", n)
+		if n := s.count(&corev1.PersistentVolumeClaimList{}, client.InNamespace("shop"), instance("orders")); n != 1 {
+			t.Errorf("orders (Retain): %d claims kept, want 1", n)
 		}
 	})
 
