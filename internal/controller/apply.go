@@ -18,7 +18,10 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
-// child is one child object to bring to what dbkeeper wants.
+// child is one child object to bring to what dbkeeper wants. A child is
+// applied in two steps, findOrCreate and then update, so that a kind can
+// adjust to the live child in between (a Service's clashing ports, a
+// StatefulSet's immutable claim templates).
 type child struct {
 	key client.ObjectKey
 	// want is the child as dbkeeper wants it.
@@ -50,16 +53,6 @@ func (r *DatabaseReconciler) kindOf(obj runtime.Object) schema.GroupVersionKind 
 		return schema.GroupVersionKind{Kind: fmt.Sprintf("%T", obj)}
 	}
 	return gvk
-}
-
-// applyChild brings a child that needs no adjustment to its live state to
-// what dbkeeper wants: it finds or creates it, then updates it.
-func (r *DatabaseReconciler) applyChild(ctx context.Context, s *scope, c child) (applyResult, error) {
-	res, err := r.findOrCreate(ctx, s, c)
-	if err != nil || !res.found {
-		return res, err
-	}
-	return r.update(ctx, s, c)
 }
 
 // findOrCreate looks for a child and creates it when it does not exist.

@@ -10,47 +10,61 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
 
-// setCredentialsCondition reports the credentials Secret.
-func setCredentialsCondition(status *dbv1.DatabaseStatus, obs observation) {
-	switch {
-	case obs.invalid != nil:
-		setCondition(status, obs.generation, dbv1.ConditionCredentialsReady, false, dbv1.ReasonInvalidSpec, "the spec is invalid; the Secret was not changed")
-	case obs.secret.err != nil:
-		setCondition(status, obs.generation, dbv1.ConditionCredentialsReady, false, dbv1.ReasonApplyFailed, obs.secret.err.Error())
-	default:
-		setCondition(status, obs.generation, dbv1.ConditionCredentialsReady, true, dbv1.ReasonReconciled, "the credentials Secret matches the spec")
+// childConditions are the conditions of the children, in the order they
+// are reconciled, each with how it is derived from a valid spec's
+// observation.
+var childConditions = []struct {
+	conditionType string
+	// invalid is the message while the spec is invalid.
+	invalid string
+	state   func(observation) (ok bool, reason, message string)
+}{
+	{dbv1.ConditionCredentialsReady, "the spec is invalid; the Secret was not changed", credentialsState},
+	{dbv1.ConditionServicesReady, "the spec is invalid; the Services were not changed", servicesState},
+	{dbv1.ConditionStatefulSetReady, "the spec is invalid; the StatefulSet was not changed", statefulSetState},
+}
+
+// setChildConditions sets the condition of each child.
+func setChildConditions(status *dbv1.DatabaseStatus, obs observation) {
+	for _, c := range childConditions {
+		ok, reason, message := false, dbv1.ReasonInvalidSpec, c.invalid
+		if obs.invalid == nil {
+			ok, reason, message = c.state(obs)
+		}
+		setCondition(status, obs.generation, c.conditionType, ok, reason, message)
 	}
 }
 
-// setServicesCondition reports the client and headless Services.
-func setServicesCondition(status *dbv1.DatabaseStatus, obs observation) {
+// credentialsState reports the credentials Secret.
+func credentialsState(obs observation) (ok bool, reason, message string) {
+	if obs.secret.err != nil {
+		return false, dbv1.ReasonApplyFailed, obs.secret.err.Error()
+	}
+	return true, dbv1.ReasonReconciled, "the credentials Secret matches the spec"
+}
+
+// servicesState reports the client and headless Services.
+func servicesState(obs observation) (ok bool, reason, message string) {
 	switch {
-	case obs.invalid != nil:
-		setCondition(status, obs.generation, dbv1.ConditionServicesReady, false, dbv1.ReasonInvalidSpec, "the spec is invalid; the Services were not changed")
 	case obs.services.err != nil:
-		setCondition(status, obs.generation, dbv1.ConditionServicesReady, false, dbv1.ReasonApplyFailed, obs.services.err.Error())
+		return false, dbv1.ReasonApplyFailed, obs.services.err.Error()
 	case obs.secret.err != nil:
-		setCondition(status, obs.generation, dbv1.ConditionServicesReady, false, dbv1.ReasonApplyFailed, "waiting for the credentials Secret")
-	default:
-		setCondition(status, obs.generation, dbv1.ConditionServicesReady, true, dbv1.ReasonReconciled, "the Services match the spec")
+		return false, dbv1.ReasonApplyFailed, "waiting for the credentials Secret"
 	}
+	return true, dbv1.ReasonReconciled, "the Services match the spec"
 }
 
-// setStatefulSetCondition reports the StatefulSet and its rollout.
-func setStatefulSetCondition(status *dbv1.DatabaseStatus, obs observation) {
+// statefulSetState reports the StatefulSet and its rollout.
+func statefulSetState(obs observation) (ok bool, reason, message string) {
 	switch {
-	case obs.invalid != nil:
-		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonInvalidSpec, "the spec is invalid; the StatefulSet was not changed")
 	case obs.statefulSet.err != nil:
-		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonApplyFailed, obs.statefulSet.err.Error())
+		return false, dbv1.ReasonApplyFailed, obs.statefulSet.err.Error()
 	case obs.childFailed():
 		// The StatefulSet was not looked at: say so, rather than that it
 		// does not exist.
-		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, false, dbv1.ReasonApplyFailed, "not reconciled: waiting for the credentials Secret and the Services")
-	default:
-		ok, reason, message := rollout(obs)
-		setCondition(status, obs.generation, dbv1.ConditionStatefulSetReady, ok, reason, message)
+		return false, dbv1.ReasonApplyFailed, "not reconciled: waiting for the credentials Secret and the Services"
 	}
+	return rollout(obs)
 }
 
 // rollout describes how far the StatefulSet is from running the current
@@ -76,10 +90,6 @@ func rollout(obs observation) (ok bool, reason, message string) {
 	}
 }
 
-// childConditions are the conditions of the children, in the order they
-// are reconciled.
-var childConditions = []string{dbv1.ConditionCredentialsReady, dbv1.ConditionServicesReady, dbv1.ConditionStatefulSetReady}
-
 // setSummaryConditions sets Ready, Reconciling and Stalled from the child
 // conditions, following kstatus: Stalled when progress needs a human,
 // Reconciling while converging, Ready when everything is done.
@@ -101,7 +111,8 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 
 	var waiting []string
 	reason := dbv1.ReasonReconciled
-	for _, t := range childConditions {
+	for _, child := range childConditions {
+		t := child.conditionType
 		c := meta.FindStatusCondition(status.Conditions, t)
 		if c == nil || c.Status == metav1.ConditionTrue {
 			continue

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,11 +15,10 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
@@ -62,14 +62,16 @@ func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
 	if err := dbv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testenv.Start(t, &envtest.Environment{})
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(apiServer.Config(t), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
-		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "12"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lagging"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	db := fixture.Database("orders", fixture.WithNamespace(ns.Name), fixture.WithVersion("12"))
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}

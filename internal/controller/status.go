@@ -15,9 +15,7 @@ import (
 // time.
 func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseStatus {
 	status := *previous.DeepCopy()
-	setCredentialsCondition(&status, obs)
-	setServicesCondition(&status, obs)
-	setStatefulSetCondition(&status, obs)
+	setChildConditions(&status, obs)
 	setSummaryConditions(&status, obs)
 	status.Phase = phase(status.Conditions, previous.Phase)
 

@@ -157,8 +157,7 @@ func TestStatefulSetConditionWhenAnEarlierChildFailed(t *testing.T) {
 		"the Services failed": {generation: 2, replicas: 1, services: childObservation{err: errors.New(`applying Service orders: Service "orders" is invalid`)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			status := &dbv1.DatabaseStatus{}
-			setStatefulSetCondition(status, obs)
+			status := computeStatus(dbv1.DatabaseStatus{}, obs)
 			c := meta.FindStatusCondition(status.Conditions, dbv1.ConditionStatefulSetReady)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "not reconciled") {
 				t.Errorf("StatefulSetReady = %+v, want False, ApplyFailed, not reconciled", c)
