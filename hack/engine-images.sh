@@ -20,6 +20,9 @@ start=$SECONDS
 
 log() { printf 'engine-images: %s (%ds)\n' "$*" $((SECONDS - start)); }
 
+# shellcheck source=../test/images/lib.sh
+source "$images_root/lib.sh"
+
 # The image writer, built once per run (the Go build cache makes it quick).
 tool=$dir/.bin/ociimage
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$tool" ./test/images/cmd/ociimage)
@@ -64,18 +67,29 @@ trap cleanup EXIT
 #                    decides its content (package versions, Go version)
 #   image_rootfs     a function filling the root file system directory $1 and
 #                    writing the image configuration to the file $2
+#   image_shared     optionally, directories under test/images whose files
+#                    are inputs too; their common.sh is sourced
 build_image() {
 	local image=$1 src=$images_root/$1
 	if [[ ! -f $src/image.sh ]]; then
 		echo "engine-images: no image $image: want a directory under test/images with an image.sh" >&2
 		return 1
 	fi
-	unset -v image_name
+	unset -v image_name image_shared
 	unset -f image_key_input image_rootfs
+	image_shared=()
 	# shellcheck source=/dev/null
 	source "$src/image.sh"
+	local inputs=("$src" "$images_root/ociimage" "$images_root/cmd" "$images_root/lib.sh") shared
+	for shared in "${image_shared[@]}"; do
+		inputs+=("$images_root/$shared")
+		if [[ -f $images_root/$shared/common.sh ]]; then
+			# shellcheck source=/dev/null
+			source "$images_root/$shared/common.sh"
+		fi
+	done
 	local files key file
-	mapfile -t files < <(find "$src" "$images_root/ociimage" "$images_root/cmd" "$images_root/lib.sh" -type f ! -name '*_test.go' 2>/dev/null | LC_ALL=C sort)
+	mapfile -t files < <(find "${inputs[@]}" -type f ! -name '*_test.go' | LC_ALL=C sort)
 	key=$(image_key_input | hash_inputs "${files[@]}")
 	file=$dir/$image-${image_name##*:}-$key.tar
 	if [[ -f $file ]]; then
@@ -100,7 +114,8 @@ build_image() {
 
 if [[ $# -eq 0 ]]; then
 	# The pause image first: a real node needs it before anything else.
-	set -- pause $(cd "$images_root" && find . -mindepth 2 -maxdepth 2 -name image.sh -printf '%h\n' | sed 's|^\./||' | grep -vx pause | LC_ALL=C sort)
+	mapfile -t others < <(cd "$images_root" && find . -mindepth 2 -maxdepth 2 -name image.sh -printf '%h\n' | sed 's|^\./||' | grep -vx pause | LC_ALL=C sort)
+	set -- pause "${others[@]}"
 fi
 for image in "$@"; do
 	build_image "$image"
