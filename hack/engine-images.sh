@@ -18,7 +18,7 @@ dir=$(cd "$dir" && pwd)
 list=$dir/images.txt
 start=$SECONDS
 
-log() { printf 'engine-images: %s (%ds)\n' "$*" $((SECONDS - start)); }
+log() { printf 'engine-images: %s (%ds)\n' "$*" $((SECONDS - start)) >&2; }
 
 # shellcheck source=../test/images/lib.sh
 source "$images_root/lib.sh"

