@@ -3,8 +3,10 @@
 # on a real node (and the node's pause image) into DIR, with no registry and no
 # container engine, and lists them in DIR/images.txt as "<name> <file>" lines.
 # Each image is rebuilt only when its inputs change: the key in its file name
-# hashes the image's directory under test/images, the image writer and the
-# versions of the packages it is made of. Usage: hack/engine-images.sh DIR [IMAGE...]
+# hashes the image's directory under test/images, the image writer, this
+# script and the versions of the packages it is made of; the packages
+# installed for an image are cached in DIR/.base, so that a change of an
+# entrypoint does not install them again. Usage: hack/engine-images.sh DIR [IMAGE...]
 # where IMAGE is a directory name under test/images (default: all of them).
 set -euo pipefail
 umask 022
@@ -80,7 +82,7 @@ build_image() {
 	image_shared=()
 	# shellcheck source=/dev/null
 	source "$src/image.sh"
-	local inputs=("$src" "$images_root/ociimage" "$images_root/cmd" "$images_root/lib.sh") shared
+	local inputs=("$src" "$images_root/ociimage" "$images_root/cmd" "$images_root/lib.sh" "$root/hack/engine-images.sh") shared
 	for shared in "${image_shared[@]}"; do
 		inputs+=("$images_root/$shared")
 		if [[ -f $images_root/$shared/common.sh ]]; then
@@ -112,7 +114,9 @@ build_image() {
 	log "built $image_name ($(du -h "$file" | cut -f1))"
 }
 
+all=false
 if [[ $# -eq 0 ]]; then
+	all=true
 	# The pause image first: a real node needs it before anything else.
 	mapfile -t others < <(cd "$images_root" && find . -mindepth 2 -maxdepth 2 -name image.sh -printf '%h\n' | sed 's|^\./||' | grep -vx pause | LC_ALL=C sort)
 	set -- pause "${others[@]}"
@@ -120,4 +124,14 @@ fi
 for image in "$@"; do
 	build_image "$image"
 done
+if $all; then
+	# Installed packages that no image uses any more.
+	for base in "$dir"/.base/*.tar; do
+		[[ -e $base ]] || continue
+		if [[ " ${used_bases[*]} " != *" $(basename "$base" .tar) "* ]]; then
+			log "removing the unused installed packages $base"
+			rm -f "$base"
+		fi
+	done
+fi
 log "all images listed in $list"

@@ -4,6 +4,9 @@
 
 debian_suite=bookworm
 
+# used_bases collects the keys of the installed-package caches this run used.
+used_bases=()
+
 # debian_version PACKAGE prints the version apt would install, or fails
 # saying how to make it known.
 debian_version() {
@@ -48,6 +51,14 @@ debian_sources() {
 debian_rootfs() {
 	local rootfs=$1 hook=$2
 	shift 2
+	if [[ $(id -u) != 0 ]]; then
+		echo "engine-images: installing Debian packages into an image needs root (mmdebstrap --mode=root keeps the files' owners): run make engine-images as root" >&2
+		return 1
+	fi
+	if ! command -v mmdebstrap >/dev/null; then
+		echo "engine-images: mmdebstrap is not installed: apt-get install -y mmdebstrap" >&2
+		return 1
+	fi
 	local sources include
 	sources=$(mktemp)
 	debian_sources "$sources"
@@ -76,6 +87,7 @@ debian_rootfs() {
 	local key base
 	key=$(printf '%s\n' "$debian_suite" "${args[@]}" | sha256sum | cut -c1-16)
 	base=$dir/.base/$key.tar
+	used_bases+=("$key")
 	if [[ -f $base ]]; then
 		log "reusing the installed packages $base"
 		tar --numeric-owner -xpf "$base" -C "$rootfs"
@@ -122,6 +134,10 @@ install_file() {
 npm_fetch() {
 	local package=$1 version=$2 integrity=$3
 	local cache=$dir/.downloads tgz
+	if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+		echo "engine-images: npm and node are needed to fetch $package: apt-get install -y npm" >&2
+		return 1
+	fi
 	tgz=$cache/$(printf '%s' "${package#@}" | tr '/' '-')-$version.tgz
 	if [[ ! -f $tgz ]]; then
 		mkdir -p "$cache"

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,9 +96,10 @@ func TestEngineImagesWithRunc(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("running containers with runc needs root")
 	}
-	for name, archive := range engineImages(t) {
+	images := engineImages(t)
+	for _, name := range slices.Sorted(maps.Keys(images)) {
 		t.Run(name, func(t *testing.T) {
-			testImage(t, runc, name, archive)
+			testImage(t, runc, name, images[name])
 		})
 	}
 }
@@ -111,9 +114,7 @@ func testImage(t *testing.T, runc, name, archive string) {
 			Parameters: map[string]string{"max_connections": "42"},
 		},
 	}
-	sts := desired.StatefulSet(db)
-	pod := sts.Spec.Template.Spec
-	c := pod.Containers[0]
+	c := desired.StatefulSet(db).Spec.Template.Spec.Containers[0]
 
 	work := t.TempDir()
 	rootfs := filepath.Join(work, "rootfs")
@@ -124,54 +125,19 @@ func testImage(t *testing.T, runc, name, archive string) {
 	}
 	t.Logf("unpacked %s in %v", name, time.Since(start).Round(time.Millisecond))
 
-	// The volumes as the kubelet leaves them with fsGroup: a directory
-	// owned by root and group fsGroup, setgid, group-writable (a fresh
-	// persistent volume) or writable by all (an emptyDir).
-	fsGroup := int(*pod.SecurityContext.FSGroup)
-	volume := func(name string, mode os.FileMode) string {
-		dir := filepath.Join(work, "volumes", name)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, 0, fsGroup); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(dir, mode|os.ModeSetgid); err != nil {
-			t.Fatal(err)
-		}
-		return dir
+	// An empty password in the Secret: the entrypoint refuses to initialize
+	// and says which variable to set.
+	bad := newContainer(t, runc, filepath.Join(work, "empty-password"), rootfs, img, db, "")
+	badLog := filepath.Join(work, "empty-password.log")
+	bad.start(badLog)
+	bad.waitStopped(30 * time.Second)
+	want := map[dbv1.Engine]string{dbv1.EnginePostgres: "POSTGRES_PASSWORD is not set", dbv1.EngineMySQL: "set exactly one of MYSQL_ROOT_PASSWORD"}[engine]
+	if got := bad.lastLog(); !strings.Contains(got, want) {
+		t.Errorf("with an empty password the log does not say %q:\n%s", want, got)
 	}
+	bad.delete()
 
-	pc := podContainer{
-		args:     append(append([]string{}, img.Config.Entrypoint...), c.Args...),
-		env:      containerEnv(img.Config.Env, c.Env, password),
-		uid:      *pod.SecurityContext.RunAsUser,
-		gid:      *pod.SecurityContext.RunAsGroup,
-		fsGroup:  *pod.SecurityContext.FSGroup,
-		readOnly: *c.SecurityContext.ReadOnlyRootFilesystem,
-		mounts:   map[string]string{},
-	}
-	for _, m := range c.VolumeMounts {
-		mode := os.FileMode(0o777)
-		if *m.Name == desired.VolumeData {
-			mode = 0o775
-		}
-		pc.mounts[*m.MountPath] = volume(*m.Name, mode)
-	}
-	bundle := filepath.Join(work, "bundle")
-	if err := os.Mkdir(bundle, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeBundle(bundle, bundleSpec(pc, rootfs, desired.StatefulSetName(db)+"-0")); err != nil {
-		t.Fatal(err)
-	}
-
-	ct := &container{
-		t: t, runc: runc, state: filepath.Join(work, "state"), bundle: bundle,
-		id:         fmt.Sprintf("dbkeeper-images-test-%s-%d", engine, os.Getpid()),
-		stopSignal: img.Config.StopSignal,
-	}
-	t.Cleanup(ct.remove)
+	ct := newContainer(t, runc, filepath.Join(work, "pod"), rootfs, img, db, password)
 	probe := c.StartupProbe.Exec.Command
 
 	// First start: an empty volume is initialized.
@@ -224,6 +190,62 @@ func testImage(t *testing.T, runc, name, archive string) {
 		t.Errorf("the restart did not start without initialization; its log:\n%s", second)
 	}
 	ct.stop()
+}
+
+// newContainer prepares, under work, the volumes and the runc bundle of the
+// container of db's StatefulSet, as the kubelet would run it from the image
+// unpacked in rootfs, with secret as the value of every Secret reference.
+func newContainer(t *testing.T, runc, work, rootfs string, img ociimage.Unpacked, db *dbv1.Database, secret string) *container {
+	t.Helper()
+	pod := desired.StatefulSet(db).Spec.Template.Spec
+	c := pod.Containers[0]
+	// The volumes as the kubelet leaves them with fsGroup: a directory
+	// owned by root and group fsGroup, setgid, group-writable (a fresh
+	// persistent volume) or writable by all (an emptyDir).
+	fsGroup := int(*pod.SecurityContext.FSGroup)
+	volume := func(name string, mode os.FileMode) string {
+		dir := filepath.Join(work, "volumes", name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, 0, fsGroup); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode|os.ModeSetgid); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	pc := podContainer{
+		args:     append(append([]string{}, img.Config.Entrypoint...), c.Args...),
+		env:      containerEnv(img.Config.Env, c.Env, secret),
+		uid:      *pod.SecurityContext.RunAsUser,
+		gid:      *pod.SecurityContext.RunAsGroup,
+		fsGroup:  *pod.SecurityContext.FSGroup,
+		readOnly: *c.SecurityContext.ReadOnlyRootFilesystem,
+		mounts:   map[string]string{},
+	}
+	for _, m := range c.VolumeMounts {
+		mode := os.FileMode(0o777)
+		if *m.Name == desired.VolumeData {
+			mode = 0o775
+		}
+		pc.mounts[*m.MountPath] = volume(*m.Name, mode)
+	}
+	bundle := filepath.Join(work, "bundle")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeBundle(bundle, bundleSpec(pc, rootfs, desired.StatefulSetName(db)+"-0")); err != nil {
+		t.Fatal(err)
+	}
+	ct := &container{
+		t: t, runc: runc, state: filepath.Join(work, "state"), bundle: bundle,
+		id:         fmt.Sprintf("dbkeeper-images-test-%s-%d", db.Spec.Engine, os.Getpid()),
+		stopSignal: img.Config.StopSignal,
+	}
+	t.Cleanup(ct.remove)
+	return ct
 }
 
 // client runs the engine's own command-line client in the container,
@@ -369,13 +391,25 @@ func (c *container) stop() {
 	if out, err := c.runcCmd(context.Background(), "kill", c.id, sig).CombinedOutput(); err != nil {
 		c.t.Fatalf("runc kill %s %s: %v: %s", c.id, sig, err, out)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	c.waitStopped(30 * time.Second)
+	c.delete()
+}
+
+// waitStopped waits for the container's process to exit.
+func (c *container) waitStopped(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
 	for c.status() == "running" {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("the server did not stop within 30s of SIG%s; its log:\n%s", sig, c.lastLog())
+			c.t.Fatalf("the container did not stop within %v; its log:\n%s", timeout, c.lastLog())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// delete deletes the stopped container.
+func (c *container) delete() {
+	c.t.Helper()
 	if out, err := c.runcCmd(context.Background(), "delete", c.id).CombinedOutput(); err != nil {
 		c.t.Fatalf("runc delete %s: %v: %s", c.id, err, out)
 	}
