@@ -94,11 +94,17 @@ build_image() {
 	mapfile -t files < <(find "${inputs[@]}" -type f ! -name '*_test.go' | LC_ALL=C sort)
 	key=$(image_key_input | hash_inputs "${files[@]}")
 	file=$dir/$image-${image_name##*:}-$key.tar
+	# FILE.bases names the installed-package caches the image was built
+	# from, so that pruning keeps them while the image is current.
 	if [[ -f $file ]]; then
 		log "$image_name up to date ($(du -h "$file" | cut -f1)): $file"
+		if [[ -f ${file%.tar}.bases ]]; then
+			mapfile -t -O "${#used_bases[@]}" used_bases <"${file%.tar}.bases"
+		fi
 		list_set "$image_name" "$file"
 		return 0
 	fi
+	local first_base=${#used_bases[@]}
 	log "building $image_name"
 	work=$(mktemp -d "$dir/.build-$image.XXXXXX")
 	mkdir "$work/rootfs"
@@ -106,10 +112,11 @@ build_image() {
 	log "writing $image_name"
 	"$tool" -name "$image_name" -rootfs "$work/rootfs" -config "$work/config.json" \
 		-created-by "hack/engine-images.sh test/images/$image" -out "$file"
+	printf '%s\n' "${used_bases[@]:first_base}" >"${file%.tar}.bases"
 	rm -rf "$work"
 	work=""
 	# Drop the archives of earlier inputs of the same image.
-	find "$dir" -maxdepth 1 -name "$image-*.tar" ! -path "$file" -delete
+	find "$dir" -maxdepth 1 \( -name "$image-*.tar" -o -name "$image-*.bases" \) ! -path "$file" ! -path "${file%.tar}.bases" -delete
 	list_set "$image_name" "$file"
 	log "built $image_name ($(du -h "$file" | cut -f1))"
 }
