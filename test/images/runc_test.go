@@ -143,17 +143,17 @@ func testImage(t *testing.T, runc, name, archive string) {
 	// First start: an empty volume is initialized.
 	log1 := filepath.Join(work, "first.log")
 	ct.start(log1)
-	took := ct.waitFor(probe, 3*time.Minute, log1)
+	took := ct.waitFor(probe, 3*time.Minute)
 	t.Logf("%s: first start (with initialization) answered the probe after %v", name, took.Round(100*time.Millisecond))
 
 	cl := client{ct: ct, engine: engine, port: strconv.Itoa(int(info.Port))}
-	out := cl.sql(t, password, "CREATE TABLE kept (n integer); INSERT INTO kept VALUES (1), (2);")
+	out := cl.sql(t, "CREATE TABLE kept (n integer); INSERT INTO kept VALUES (1), (2);")
 	t.Logf("created a table: %s", strings.TrimSpace(out))
-	if got := strings.TrimSpace(cl.sql(t, password, cl.showMaxConnections())); got != "42" {
+	if got := strings.TrimSpace(cl.sql(t, cl.showMaxConnections())); got != "42" {
 		t.Errorf("max_connections = %q, want 42 from spec.parameters", got)
 	}
 	_, tag, _ := strings.Cut(name[strings.LastIndex(name, "/"):], ":")
-	if got := strings.TrimSpace(cl.sql(t, password, cl.showVersion())); !strings.HasPrefix(got, tag) {
+	if got := strings.TrimSpace(cl.sql(t, cl.showVersion())); !strings.HasPrefix(got, tag) {
 		t.Errorf("the server's version is %q, want the image tag %s", got, tag)
 	}
 	if out, err := cl.try("wrong password", "SELECT 1"); err == nil {
@@ -180,9 +180,9 @@ func testImage(t *testing.T, runc, name, archive string) {
 	ct.stop()
 	log2 := filepath.Join(work, "second.log")
 	ct.start(log2)
-	took = ct.waitFor(probe, 2*time.Minute, log2)
+	took = ct.waitFor(probe, 2*time.Minute)
 	t.Logf("%s: restart on existing data answered the probe after %v", name, took.Round(100*time.Millisecond))
-	if got := strings.TrimSpace(cl.sql(t, password, "SELECT count(*) FROM kept;")); got != "2" {
+	if got := strings.TrimSpace(cl.sql(t, "SELECT count(*) FROM kept;")); got != "2" {
 		t.Errorf("after a restart, the table has %q rows, want 2", got)
 	}
 	second, _ := os.ReadFile(log2)
@@ -279,9 +279,9 @@ func (c client) try(pw, query string) (string, error) {
 		"--port="+c.port, "--username=app", "--dbname=app", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1", "--command="+query)
 }
 
-func (c client) sql(t *testing.T, pw, query string) string {
+func (c client) sql(t *testing.T, query string) string {
 	t.Helper()
-	out, err := c.try(pw, query)
+	out, err := c.try(password, query)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s\ncontainer log:\n%s", query, err, out, c.ct.lastLog())
 	}
@@ -340,11 +340,13 @@ func (c *container) exec(env []string, args ...string) string {
 func (c *container) execErr(env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := []string{"exec"}
+	a := make([]string, 0, 2+2*len(env)+len(args))
+	a = append(a, "exec")
 	for _, e := range env {
 		a = append(a, "--env", e)
 	}
-	cmd := c.runcCmd(ctx, append(append(a, c.id), args...)...)
+	a = append(a, c.id)
+	cmd := c.runcCmd(ctx, append(a, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -354,7 +356,7 @@ func (c *container) execErr(env []string, args ...string) (string, error) {
 // waitFor runs the probe command until it passes and returns how long
 // that took; it fails the test with the container's log after timeout or
 // when the container stops.
-func (c *container) waitFor(probe []string, timeout time.Duration, logFile string) time.Duration {
+func (c *container) waitFor(probe []string, timeout time.Duration) time.Duration {
 	c.t.Helper()
 	start := time.Now()
 	for time.Since(start) < timeout {

@@ -72,18 +72,19 @@ type podContainer struct {
 	mounts map[string]string
 }
 
-// bundleSpec writes the runc configuration that runs c on rootfs with its
+// bundleSpec returns the runc configuration that runs c on rootfs with its
 // own PID, IPC, UTS, mount and network namespaces (the network namespace has
 // only loopback: nothing inside can reach the host's networks).
 func bundleSpec(c podContainer, rootfs, hostname string) runtimeSpec {
-	mounts := []mount{
-		{"/proc", "proc", "proc", nil},
-		{"/dev", "tmpfs", "tmpfs", []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		{"/dev/pts", "devpts", "devpts", []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
-		{"/dev/shm", "tmpfs", "shm", []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
-		{"/dev/mqueue", "mqueue", "mqueue", []string{"nosuid", "noexec", "nodev"}},
-		{"/sys", "sysfs", "sysfs", []string{"nosuid", "noexec", "nodev", "ro"}},
-	}
+	mounts := make([]mount, 0, 6+len(c.mounts))
+	mounts = append(mounts,
+		mount{"/proc", "proc", "proc", nil},
+		mount{"/dev", "tmpfs", "tmpfs", []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		mount{"/dev/pts", "devpts", "devpts", []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		mount{"/dev/shm", "tmpfs", "shm", []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		mount{"/dev/mqueue", "mqueue", "mqueue", []string{"nosuid", "noexec", "nodev"}},
+		mount{"/sys", "sysfs", "sysfs", []string{"nosuid", "noexec", "nodev", "ro"}},
+	)
 	paths := make([]string, 0, len(c.mounts))
 	for p := range c.mounts {
 		paths = append(paths, p)

@@ -60,7 +60,7 @@ func writeLayer(w io.Writer, root string) error {
 		}
 		hdr.Uid, hdr.Gid = int(st.Uid), int(st.Gid)
 		if info.Mode().IsRegular() && st.Nlink > 1 {
-			key := inode{uint64(st.Dev), st.Ino}
+			key := inode{st.Dev, st.Ino}
 			if target, seen := first[key]; seen {
 				hdr.Typeflag = tar.TypeLink
 				hdr.Linkname = target

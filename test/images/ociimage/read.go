@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -57,11 +59,7 @@ func Unpack(archivePath, rootfs string) (Unpacked, error) {
 		}
 	}
 	keys := func(m map[string]struct{}) []string {
-		var out []string
-		for k := range m {
-			out = append(out, k)
-		}
-		return out
+		return slices.Sorted(maps.Keys(m))
 	}
 	rc := cfg.Config
 	return Unpacked{
