@@ -22,7 +22,7 @@ start=$SECONDS
 
 log() { printf 'engine-images: %s (%ds)\n' "$*" $((SECONDS - start)) >&2; }
 
-# shellcheck source=../test/images/lib.sh
+# shellcheck source=test/images/lib.sh
 source "$images_root/lib.sh"
 
 # The image writer, built once per run (the Go build cache makes it quick).
@@ -93,6 +93,7 @@ build_image() {
 	local files key file
 	mapfile -t files < <(find "${inputs[@]}" -type f ! -name '*_test.go' | LC_ALL=C sort)
 	key=$(image_key_input | hash_inputs "${files[@]}")
+	# shellcheck disable=SC2154 # image_name is set by image.sh.
 	file=$dir/$image-${image_name##*:}-$key.tar
 	# FILE.bases names the installed-package caches the image was built
 	# from, so that pruning keeps them while the image is current.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # Functions shared by the image.sh files, sourced by hack/engine-images.sh.
 # Root file systems come from Debian 12 packages through mmdebstrap, using
 # this machine's configured apt sources: no mirror is named in the project.
@@ -81,6 +82,7 @@ debian_rootfs() {
 	if [[ -n $hook ]]; then
 		args+=(--essential-hook="$hook")
 	fi
+	# shellcheck disable=SC2016 # $1 is expanded by mmdebstrap's hook.
 	args+=(--customize-hook='rm -rf "$1"/var/log/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/etc/ssl/private/ssl-cert-snakeoil.key "$1"/etc/ssl/certs/ssl-cert-snakeoil.pem "$1"/etc/machine-id')
 	# The installed tree is cached by what decided it (not by the mirror),
 	# so that a change of an entrypoint does not reinstall the packages.

@@ -42,7 +42,7 @@ done
 if [[ $(id -u) == 0 ]]; then
 	mkdir -p "$datadir" "$socket_dir"
 	chown mysql:mysql "$datadir" "$socket_dir"
-	exec setpriv --reuid=mysql --regid=mysql --init-groups "$BASH_SOURCE" "$@"
+	exec setpriv --reuid=mysql --regid=mysql --init-groups "${BASH_SOURCE[0]}" "$@"
 fi
 
 # sql_string prints $1 as an SQL string literal.
@@ -54,6 +54,7 @@ sql_string() {
 
 # sql_name prints $1 as a quoted SQL identifier.
 sql_name() {
+	# shellcheck disable=SC2016 # The backquotes are SQL's.
 	printf '`%s`' "${1//\`/\`\`}"
 }
 

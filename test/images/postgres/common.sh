@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # Parts shared by the postgres images, sourced by their image.sh.
 
 # postgres_finish_rootfs ROOTFS adds the entrypoint and the directories the

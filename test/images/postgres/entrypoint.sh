@@ -37,7 +37,7 @@ if [[ $(id -u) == 0 ]]; then
 	mkdir -p "$PGDATA" "$socket_dir"
 	chown postgres:postgres "$PGDATA" "$socket_dir"
 	chmod 0700 "$PGDATA"
-	exec setpriv --reuid=postgres --regid=postgres --init-groups "$BASH_SOURCE" "$@"
+	exec setpriv --reuid=postgres --regid=postgres --init-groups "${BASH_SOURCE[0]}" "$@"
 fi
 
 # init_database creates the cluster in the empty PGDATA.
