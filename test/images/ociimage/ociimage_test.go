@@ -1,7 +1,9 @@
 package ociimage
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -149,5 +151,54 @@ func TestWriteRejectsBadInput(t *testing.T) {
 				t.Errorf("Write() error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestUnpackRefusesToWriteThroughASymbolicLink(t *testing.T) {
+	outside := t.TempDir()
+	// A layer whose symbolic link points outside the root file system,
+	// followed by an entry under the link.
+	var layer bytes.Buffer
+	zw := gzip.NewWriter(&layer)
+	tw := tar.NewWriter(zw)
+	for _, h := range []*tar.Header{
+		{Typeflag: tar.TypeSymlink, Name: "escape", Linkname: outside, Mode: 0o777},
+		{Typeflag: tar.TypeReg, Name: "escape/planted", Mode: 0o644, Size: 1},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tw.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(t.TempDir(), "evil.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ow := tar.NewWriter(f)
+	if err := writeEntry(ow, "blobs/sha256/layer", int64(layer.Len()), &layer); err != nil {
+		t.Fatal(err)
+	}
+	if err := ow.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	err = extractLayer(archive, "blobs/sha256/layer", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("extractLayer() error = %v, want a refusal to write through the symbolic link", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Errorf("a file was planted outside the root file system")
 	}
 }

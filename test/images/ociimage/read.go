@@ -150,6 +150,11 @@ func extractLayer(archivePath, name, rootfs string) error {
 		if hdr.Mode&0o1000 != 0 {
 			mode |= os.ModeSticky
 		}
+		if hdr.Typeflag != tar.TypeDir {
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(target, 0o755); err != nil {
