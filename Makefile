@@ -17,6 +17,11 @@ CERT_MANAGER_VERSION ?= v1.21.2
 CERT_MANAGER_DIR ?= $(CACHE_HOME)/dbkeeper/cert-manager/$(CERT_MANAGER_VERSION)
 export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
 
+# The engine images the tests run on a real node (and its pause image), built
+# here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
+ENGINE_IMAGES_DIR ?= $(CACHE_HOME)/dbkeeper/images
+export ENGINE_IMAGES_DIR
+
 # Developer tools are pinned in hack/tools/go.mod and run with `go tool`.
 GO_TOOL ?= go tool -modfile=$(CURDIR)/hack/tools/go.mod
 CONTROLLER_GEN ?= $(GO_TOOL) controller-gen
@@ -147,6 +152,10 @@ cert-manager-tools: ## Build cert-manager's controller and cainjector into the c
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)"
+
+.PHONY: engine-images
+engine-images: ## Build the pause, postgres (15, 17) and mariadb images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment
 
