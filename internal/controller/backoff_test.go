@@ -21,8 +21,9 @@ import (
 // attempts: with exponential backoff they stay few instead of hot-looping.
 func TestTransientErrorsBackOff(t *testing.T) {
 	f := newEnv(t, "quota")
+	ns := f.namespace
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets", Namespace: "quota"},
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets", Namespace: ns},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": resource.MustParse("0")}}}
 	if err := f.client.Create(ctx, quota); err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestTransientErrorsBackOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.startManager(controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second})
-	db := fixture.Database("blocked", fixture.WithNamespace("quota"))
+	db := fixture.Database("blocked", fixture.WithNamespace(ns))
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,11 @@ import (
 // collector and no StatefulSet controller, so the claim is made by hand.
 func TestDeletionPolicyDelete(t *testing.T) {
 	f := newEnv(t, "ledger")
+	ns := f.namespace
 	f.startManager(controller.Options{})
 	ctx := context.Background()
-	retained := fixture.Database("kept", fixture.WithNamespace("ledger"), fixture.WithDeletionPolicy(dbv1.DeletionPolicyRetain))
-	db := fixture.Database("books", fixture.WithNamespace("ledger"), fixture.WithDeletionPolicy(dbv1.DeletionPolicyDelete))
+	retained := fixture.Database("kept", fixture.WithNamespace(ns), fixture.WithDeletionPolicy(dbv1.DeletionPolicyRetain))
+	db := fixture.Database("books", fixture.WithNamespace(ns), fixture.WithDeletionPolicy(dbv1.DeletionPolicyDelete))
 	for _, d := range []*dbv1.Database{retained, db} {
 		if err := f.client.Create(ctx, d); err != nil {
 			t.Fatal(err)
@@ -37,7 +38,7 @@ func TestDeletionPolicyDelete(t *testing.T) {
 	sts := &appsv1.StatefulSet{}
 	f.eventually("the StatefulSets", func() string {
 		for _, name := range []string{"books", "kept"} {
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "ledger", Name: name}, &appsv1.StatefulSet{}); err != nil {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.StatefulSet{}); err != nil {
 				return err.Error()
 			}
 		}

@@ -67,7 +67,7 @@ func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lagging"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lagging-"}}
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}

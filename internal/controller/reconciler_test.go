@@ -37,10 +37,11 @@ func condition(db *dbv1.Database, conditionType string) string {
 // TestReconciler drives the controller against the real API server. envtest
 // runs no controller-manager, so StatefulSet and Pod status are set by hand.
 func TestReconciler(t *testing.T) {
-	f := newEnv(t, fixture.Namespace)
+	f := newEnv(t, "shop")
+	ns := f.namespace
 	f.startManager(controller.Options{})
 	ctx := context.Background()
-	db := fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithReplicas(1))
+	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres), fixture.WithReplicas(1))
 	key := client.ObjectKeyFromObject(db)
 	f.counter.reset()
 	if err := f.client.Create(ctx, db); err != nil {
@@ -64,7 +65,7 @@ func TestReconciler(t *testing.T) {
 		children["orders/sts"] = sts
 		for name, obj := range children {
 			if name != "orders/sts" {
-				if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); err != nil {
+				if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
@@ -92,7 +93,7 @@ func TestReconciler(t *testing.T) {
 		// for, so that no password is generated over an existing one. (A
 		// reconcile ahead of its cache may read a child it just created:
 		// that read finds it.)
-		want := "GET /api/v1/namespaces/shop/secrets/orders-credentials 404"
+		want := "GET /api/v1/namespaces/" + ns + "/secrets/orders-credentials 404"
 		var missed []string
 		for _, read := range f.counter.getReads() {
 			if strings.HasSuffix(read, " 404") {
@@ -108,7 +109,7 @@ func TestReconciler(t *testing.T) {
 		var event *eventsv1.Event
 		f.eventually("the Event of the creation", func() string {
 			events := &eventsv1.EventList{}
-			if err := f.client.List(ctx, events, client.InNamespace("shop")); err != nil {
+			if err := f.client.List(ctx, events, client.InNamespace(ns)); err != nil {
 				return err.Error()
 			}
 			if len(events.Items) == 0 {
@@ -145,7 +146,7 @@ func TestReconciler(t *testing.T) {
 				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReady)
 			}
 			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "1/1" ||
-				got.Status.Endpoint != "orders.shop.svc:5432" || got.Status.SecretName != "orders-credentials" ||
+				got.Status.Endpoint != "orders."+ns+".svc:5432" || got.Status.SecretName != "orders-credentials" ||
 				got.Status.Image != "docker.io/library/postgres:17.6" {
 				return fmt.Sprintf("status %+v", got.Status)
 			}
@@ -224,14 +225,14 @@ func TestReconciler(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc := &corev1.Service{}
-		if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, svc); err != nil {
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-headless"}, svc); err != nil {
 			t.Fatal(err)
 		}
 		delete(svc.Labels, desired.LabelComponent)
 		if err := f.client.Update(ctx, svc, client.FieldOwner("someone")); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}); err != nil {
+		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("drift undone", func() string {
@@ -246,13 +247,13 @@ func TestReconciler(t *testing.T) {
 				return fmt.Sprintf("another manager's annotation is gone: %v", sts.Annotations)
 			}
 			headless := &corev1.Service{}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, headless); err != nil {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-headless"}, headless); err != nil {
 				return err.Error()
 			}
 			if headless.Labels[desired.LabelComponent] == "" {
 				return "label not restored"
 			}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &corev1.Service{}); err != nil {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, &corev1.Service{}); err != nil {
 				return "client Service: " + err.Error()
 			}
 			return ""
@@ -260,7 +261,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("a Service port renumbered by another writer is restored, its other ports kept", func(t *testing.T) {
-		svcKey := client.ObjectKey{Namespace: "shop", Name: "orders"}
+		svcKey := client.ObjectKey{Namespace: ns, Name: "orders"}
 		patch := `[{"op":"replace","path":"/spec/ports/0/port","value":20000},` +
 			`{"op":"add","path":"/spec/ports/-","value":{"name":"metrics","port":9187,"protocol":"TCP","targetPort":9187}}]`
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svcKey.Namespace, Name: svcKey.Name}}
@@ -316,7 +317,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("the password survives reconciles, restarts and a user's edit", func(t *testing.T) {
-		secretKey := client.ObjectKey{Namespace: "shop", Name: "orders-credentials"}
+		secretKey := client.ObjectKey{Namespace: ns, Name: "orders-credentials"}
 		secret := &corev1.Secret{}
 		if err := f.client.Get(ctx, secretKey, secret); err != nil {
 			t.Fatal(err)
@@ -349,7 +350,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("an invalid Database is Stalled and gets no children", func(t *testing.T) {
-		bad := fixture.Database("bad", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithVersion("12"), fixture.WithDatabaseName("template1"))
+		bad := fixture.Database("bad", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres), fixture.WithVersion("12"), fixture.WithDatabaseName("template1"))
 		if err := f.client.Create(ctx, bad); err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +369,7 @@ func TestReconciler(t *testing.T) {
 			if _, ok := obj.(*corev1.Secret); ok {
 				name = "bad-credentials"
 			}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); !apierrors.IsNotFound(err) {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
 				t.Errorf("%T %s exists for an invalid Database (err %v)", obj, name, err)
 			}
 		}
@@ -376,7 +377,7 @@ func TestReconciler(t *testing.T) {
 
 	t.Run("a pod in ImagePullBackOff makes the Database Stalled, naming the pod", func(t *testing.T) {
 		labels := desired.Labels(f.database(key), desired.ComponentDatabase)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-1", Namespace: "shop", Labels: labels},
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-1", Namespace: ns, Labels: labels},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "docker.io/library/postgres:17.6"}}}}
 		if err := f.client.Create(ctx, pod); err != nil {
 			t.Fatal(err)

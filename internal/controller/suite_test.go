@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -119,8 +120,9 @@ type env struct {
 	stop      func()
 }
 
-// newEnv creates namespace on the package's API server, for one test.
-func newEnv(t *testing.T, namespace string) *env {
+// newEnv creates a namespace on the package's API server for one test:
+// base, or base-2, base-3... when the test runs again (-count).
+func newEnv(t *testing.T, base string) *env {
 	t.Helper()
 	cfg := controller.APIServer.Config(t)
 	logs := &logBuffer{}
@@ -134,16 +136,24 @@ func newEnv(t *testing.T, namespace string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &env{t: t, cfg: cfg, namespace: namespace, client: c, counter: &writeCounter{}, logs: logs}
+	f := &env{t: t, cfg: cfg, client: c, counter: &writeCounter{}, logs: logs}
 	t.Cleanup(func() {
 		if f.stop != nil {
 			f.stop()
 		}
 	})
-	ns := &corev1.Namespace{}
-	ns.Name = namespace
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
+	for i := 1; f.namespace == ""; i++ {
+		ns := &corev1.Namespace{}
+		ns.Name = base
+		if i > 1 {
+			ns.Name = fmt.Sprintf("%s-%d", base, i)
+		}
+		switch err := c.Create(context.Background(), ns); {
+		case err == nil:
+			f.namespace = ns.Name
+		case !apierrors.IsAlreadyExists(err):
+			t.Fatal(err)
+		}
 	}
 	return f
 }
