@@ -77,7 +77,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify-generated vet lint k8s-tools cert-manager-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest and e2e.
+test: verify-generated vet lint k8s-tools cert-manager-tools node-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
 	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 

@@ -357,6 +357,7 @@ func (s *hostState) cleanup(log io.Writer, kubeProxy string) error {
 	if err := os.Remove(s.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	_ = os.Remove(filepath.Dir(s.file)) // only if empty
 	return nil
 }
 
@@ -510,18 +511,27 @@ func unmountUnder(dir string) error {
 	return fmt.Errorf("mounts under %s remain after 10 rounds of unmounting", dir)
 }
 
-// kubeChains returns "table/chain" for every KUBE-* chain in the filter, nat
-// and mangle tables.
+// iptablesCommands are the IPv4 and IPv6 iptables programs: kube-proxy and
+// the kubelet make chains in both.
+var iptablesCommands = []string{"iptables", "ip6tables"}
+
+// kubeChains returns "program/table/chain" for every KUBE-* chain in the
+// filter, nat and mangle tables of iptables and ip6tables.
 func kubeChains() ([]string, error) {
 	var chains []string
-	for _, table := range []string{"filter", "nat", "mangle"} {
-		out, err := output("iptables", "-w", "5", "-t", table, "-S")
-		if err != nil {
-			return chains, err
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-") {
-				chains = append(chains, table+"/"+f[1])
+	for _, prog := range iptablesCommands {
+		for _, table := range []string{"filter", "nat", "mangle"} {
+			out, err := output(prog, "-w", "5", "-t", table, "-S")
+			if err != nil {
+				if prog == "ip6tables" {
+					break // no IPv6 tables on this host
+				}
+				return chains, err
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "-N" && strings.HasPrefix(f[1], "KUBE-") {
+					chains = append(chains, prog+"/"+table+"/"+f[1])
+				}
 			}
 		}
 	}
@@ -540,51 +550,45 @@ func removeKubeChains(before []string) error {
 	if err != nil {
 		return err
 	}
-	var ours []string
+	type chain struct{ prog, table, name string }
+	var ours []chain
 	for _, c := range now {
 		if !keep[c] {
-			ours = append(ours, c)
+			parts := strings.SplitN(c, "/", 3)
+			ours = append(ours, chain{parts[0], parts[1], parts[2]})
 		}
 	}
 	var errs []error
 	// First every rule that jumps to one of them, then flush, then delete.
-	for _, tc := range ours {
-		table, chain, _ := strings.Cut(tc, "/")
-		errs = append(errs, removeJumps(table, chain))
+	for _, c := range ours {
+		errs = append(errs, removeJumps(c.prog, c.table, c.name))
 	}
-	for _, tc := range ours {
-		table, chain, _ := strings.Cut(tc, "/")
-		_ = run("iptables", "-w", "5", "-t", table, "-F", chain)
+	for _, c := range ours {
+		_ = run(c.prog, "-w", "5", "-t", c.table, "-F", c.name)
 	}
-	for _, tc := range ours {
-		table, chain, _ := strings.Cut(tc, "/")
-		if err := run("iptables", "-w", "5", "-t", table, "-X", chain); err != nil {
+	for _, c := range ours {
+		if err := run(c.prog, "-w", "5", "-t", c.table, "-X", c.name); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// removeJumps deletes every rule of table that jumps to chain.
-func removeJumps(table, chain string) error {
-	out, err := output("iptables", "-w", "5", "-t", table, "-S")
+// removeJumps deletes every rule of a table that jumps to chain.
+func removeJumps(prog, table, chain string) error {
+	out, err := output(prog, "-w", "5", "-t", table, "-S")
 	if err != nil {
 		return err
 	}
 	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
+		f := splitRule(line)
 		if len(f) < 3 || f[0] != "-A" {
 			continue
 		}
 		for i := 0; i+1 < len(f); i++ {
 			if f[i] == "-j" && f[i+1] == chain {
 				args := append([]string{"-w", "5", "-t", table, "-D"}, f[1:]...)
-				// The rule text from -S may quote comments; iptables
-				// -D needs them unquoted.
-				for j, a := range args {
-					args[j] = strings.Trim(a, `"`)
-				}
-				if err := run("iptables", args...); err != nil {
+				if err := run(prog, args...); err != nil {
 					return err
 				}
 				break
@@ -592,6 +596,38 @@ func removeJumps(table, chain string) error {
 		}
 	}
 	return nil
+}
+
+// splitRule splits a rule as iptables -S prints it into arguments: fields
+// separated by spaces, where a double-quoted field (a comment) may hold
+// spaces and \" stands for a quote.
+func splitRule(line string) []string {
+	var args []string
+	var cur strings.Builder
+	inQuotes, inField := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\\' && inQuotes && i+1 < len(line) && line[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case ch == '"':
+			inQuotes, inField = !inQuotes, true
+		case ch == ' ' && !inQuotes:
+			if inField {
+				args = append(args, cur.String())
+				cur.Reset()
+				inField = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inField = true
+		}
+	}
+	if inField {
+		args = append(args, cur.String())
+	}
+	return args
 }
 
 // removeChain deletes a chain of ours and the jump to it.

@@ -112,3 +112,14 @@ func TestProcessStart(t *testing.T) {
 		t.Errorf("processStart(no such pid) = %q, want empty", got)
 	}
 }
+
+func TestSplitRule(t *testing.T) {
+	got := splitRule(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
+	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("splitRule = %q, want %q", got, want)
+	}
+	if got := splitRule(`-A X --comment "say \"hi\"" -j Y`); len(got) != 6 || got[3] != `say "hi"` {
+		t.Errorf("splitRule with escaped quotes = %q", got)
+	}
+}
