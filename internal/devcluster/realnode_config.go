@@ -35,7 +35,7 @@ func (n *realNode) writeConfigs() error {
 		{"kube-proxy.yaml", n.kubeProxyConfig()},
 		{"Corefile", n.corefile()},
 		{"local-path/config.json", provisioner},
-		{"local-path/helperPod.yaml", helperPodTemplate},
+		{"local-path/helperPod.yaml", helperPod(n.helperImage())},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(n.path(f.name), []byte(f.content), 0o644); err != nil {
@@ -50,6 +50,10 @@ func (n *realNode) writeConfigs() error {
 // driver, the sandbox image SandboxImage, the CNI network of cniConfig, and
 // the registry configuration registryHosts; it disables the plugins that
 // would write elsewhere on the host (opt into /opt, NRI into /var/run/nri).
+// Containers' OOM score adjustments are kept at or above containerd's own:
+// lowering them needs CAP_SYS_RESOURCE, which a sandboxed root (a CI
+// container or VM) may lack, and runc then fails to start any container;
+// on a development machine the kernel's OOM order of pods does not matter.
 func (n *realNode) containerdConfig() string {
 	d := n.path("containerd")
 	return fmt.Sprintf(`version = 3
@@ -86,6 +90,7 @@ disabled_plugins = [
 [plugins."io.containerd.cri.v1.runtime"]
   netns_mounts_under_state_dir = true
   enable_selinux = false
+  restrict_oom_score_adj = true
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%[7]q]
     conf_dir = %[8]q
@@ -261,10 +266,12 @@ func (n *realNode) provisionerConfig() (string, error) {
 	return string(data) + "\n", err
 }
 
-// helperPodTemplate is the pod the local-path provisioner runs to make and
-// remove a volume's directory (its image is set by --helper-image). It runs
-// as root, whatever user the image names, to write in the volumes directory.
-const helperPodTemplate = `apiVersion: v1
+// helperPod is the pod the local-path provisioner runs, with image, to make
+// and remove a volume's directory (the image in the template wins over
+// --helper-image). It runs as root, whatever user the image names, to write
+// in the volumes directory.
+func helperPod(image string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
   name: helper-pod
@@ -277,9 +284,10 @@ spec:
     runAsGroup: 0
   containers:
   - name: helper-pod
-    image: helper
-    imagePullPolicy: IfNotPresent
-`
+    image: %q
+    imagePullPolicy: Never
+`, image)
+}
 
 // provisionerSetup and provisionerTeardown are the helper pod's scripts, as
 // in local-path-provisioner's own deployment.

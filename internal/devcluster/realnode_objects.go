@@ -29,7 +29,6 @@ const (
 // provisioner's namespace, ServiceAccount, ConfigMap and default
 // StorageClass. Objects that exist (a reused RunDir) are left as they are.
 func (n *realNode) createClusterObjects(ctx context.Context) error {
-	helperPod := helperPodTemplate
 	objs := []client.Object{
 		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
@@ -66,7 +65,7 @@ func (n *realNode) createClusterObjects(ctx context.Context) error {
 			Data: map[string]string{
 				"setup":          provisionerSetup,
 				"teardown":       provisionerTeardown,
-				"helperPod.yaml": helperPod,
+				"helperPod.yaml": helperPod(n.helperImage()),
 			},
 		},
 		&storagev1.StorageClass{
