@@ -100,6 +100,7 @@ func TestRealNode(t *testing.T) {
 		testenv.Eventually(t, 2*time.Minute, "the Database reports that its claim cannot grow", func() string {
 			return s.conditionWith(pg.name, dbv1.ConditionStalled, dbv1.ReasonStorageResizeFailed, claim)
 		})
+		t.Logf("Stalled: %s", s.condition(pg.name, dbv1.ConditionStalled).Message)
 		if size := s.mustKubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.resources.requests.storage}"); size != "1Gi" {
 			t.Errorf("claim %s requests %s, want it left at 1Gi", claim, size)
 		}
@@ -159,6 +160,7 @@ func TestRealNode(t *testing.T) {
 			}
 			return ""
 		})
+		t.Logf("Stalled: %s", s.condition(name, dbv1.ConditionStalled).Message)
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
@@ -170,11 +172,17 @@ func TestRealNode(t *testing.T) {
 			if msg != "" {
 				return msg
 			}
-			if cond := s.condition(name, dbv1.ConditionStalled); !strings.Contains(cond.Message, "CrashLoopBackOff") {
+			cond := s.condition(name, dbv1.ConditionStalled)
+			if !strings.Contains(cond.Message, "CrashLoopBackOff") {
 				return "Stalled message does not name CrashLoopBackOff: " + cond.Message
+			}
+			// The server's own reason, from the end of its log.
+			if !strings.Contains(cond.Message, "work_mem") {
+				return "Stalled message does not quote the server's complaint about work_mem: " + cond.Message
 			}
 			return ""
 		})
+		t.Logf("Stalled: %s", s.condition(name, dbv1.ConditionStalled).Message)
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
