@@ -23,6 +23,11 @@ export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
 NODE_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/node
 export DBKEEPER_NODE_TOOLS := $(NODE_TOOLS_DIR)
 
+# The engine images the tests run on a real node (and its pause image), built
+# here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
+ENGINE_IMAGES_DIR ?= $(CACHE_HOME)/dbkeeper/images
+export ENGINE_IMAGES_DIR
+
 # Developer tools are pinned in hack/tools/go.mod and run with `go tool`.
 GO_TOOL ?= go tool -modfile=$(CURDIR)/hack/tools/go.mod
 CONTROLLER_GEN ?= $(GO_TOOL) controller-gen
@@ -162,6 +167,10 @@ node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreD
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)"
+
+.PHONY: engine-images
+engine-images: ## Build the pause, postgres (15, 17) and mariadb images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment
 

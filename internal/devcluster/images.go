@@ -23,11 +23,11 @@ type Image struct {
 const ImagesListFile = "images.txt"
 
 // DefaultImagesDir returns where the images are looked for by default:
-// $DBKEEPER_ENGINE_IMAGES if set, else
+// $ENGINE_IMAGES_DIR if set (the Makefile exports it), else
 // ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/images, where make engine-images
 // puts them.
 func DefaultImagesDir() string {
-	if dir := os.Getenv("DBKEEPER_ENGINE_IMAGES"); dir != "" {
+	if dir := os.Getenv("ENGINE_IMAGES_DIR"); dir != "" {
 		return dir
 	}
 	return filepath.Join(cacheHome(), "dbkeeper", "images")
