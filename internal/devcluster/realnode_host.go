@@ -54,7 +54,14 @@ type hostState struct {
 	// ContainerdRunDir is true when /run/containerd did not exist before:
 	// containerd's shims put their sockets there, whatever its config says.
 	ContainerdRunDir bool `json:"containerdRunDir"`
+	// ContainerLogsDir is true when /var/log/containers did not exist
+	// before: the kubelet makes it for its links to the pods' logs.
+	ContainerLogsDir bool `json:"containerLogsDir"`
 }
+
+// containerLogsDir is where the kubelet links the containers' logs, whatever
+// its configuration says.
+const containerLogsDir = "/var/log/containers"
 
 // chainRef is an iptables chain of ours and where it is jumped to from.
 type chainRef struct {
@@ -69,6 +76,9 @@ func newHostState(nodeDir string) (*hostState, error) {
 		NodeDir: nodeDir, Sysctls: map[string]string{}}
 	if _, err := os.Stat("/run/containerd"); errors.Is(err, fs.ErrNotExist) {
 		s.ContainerdRunDir = true
+	}
+	if _, err := os.Stat(containerLogsDir); errors.Is(err, fs.ErrNotExist) {
+		s.ContainerLogsDir = true
 	}
 	return s, s.save()
 }
@@ -344,7 +354,10 @@ func (s *hostState) cleanup(log io.Writer, kubeProxy string) error {
 		}
 	}
 	if s.NodeDir != "" {
-		errs = append(errs, removeLinksInto("/var/log/containers", s.NodeDir))
+		errs = append(errs, removeLinksInto(containerLogsDir, s.NodeDir))
+	}
+	if s.ContainerLogsDir {
+		_ = os.Remove(containerLogsDir) // only if empty: another kubelet may use it
 	}
 	if s.ContainerdRunDir {
 		errs = append(errs, os.RemoveAll("/run/containerd"))

@@ -35,7 +35,7 @@ func TestRealNode(t *testing.T) {
 	t.Run("postgres becomes Ready and serves queries with the Secret's credentials", func(t *testing.T) {
 		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
-		took := s.waitReady(ns, pg.name, 5*time.Minute)
+		took := s.waitReady(pg.name, 5*time.Minute)
 		t.Logf("postgres %s: apply to Ready in %.1fs", pgImage, took.Seconds())
 		s.checkProbesRan(pg.name + "-0")
 
@@ -58,7 +58,7 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", func(t *testing.T) {
 		s.apply(database(my.name, "mysql", "8.4", mariadbImage, "Delete", map[string]string{"max_connections": "77"}))
-		took := s.waitReady(ns, my.name, 5*time.Minute)
+		took := s.waitReady(my.name, 5*time.Minute)
 		t.Logf("mysql %s: apply to Ready in %.1fs", mariadbImage, took.Seconds())
 		s.checkProbesRan(my.name + "-0")
 
@@ -84,7 +84,7 @@ func TestRealNode(t *testing.T) {
 			}
 			return ""
 		})
-		s.waitReady(ns, pg.name, 2*time.Minute)
+		s.waitReady(pg.name, 2*time.Minute)
 		if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
 			t.Errorf("rows after the pod restarted = %q, want 3", got)
 		}
@@ -140,7 +140,7 @@ func TestRealNode(t *testing.T) {
 		// The claim is 1Gi; ask for that.
 		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
-		s.waitReady(ns, pg.name, 5*time.Minute)
+		s.waitReady(pg.name, 5*time.Minute)
 		if got := pg.sql("SELECT string_agg(name, ',' ORDER BY id) FROM items;"); got != "one,two,three" {
 			t.Errorf("rows after re-creating the Database = %q, want one,two,three", got)
 		}

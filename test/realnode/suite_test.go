@@ -189,9 +189,9 @@ func (s *suite) secret(ns, name string) map[string]string {
 	return out
 }
 
-// waitReady runs kubectl wait for the Database's Ready condition and
-// returns how long it took.
-func (s *suite) waitReady(ns, name string, timeout time.Duration) time.Duration {
+// waitReady runs kubectl wait for the Ready condition of a Database in the
+// test namespace and returns how long it took.
+func (s *suite) waitReady(name string, timeout time.Duration) time.Duration {
 	s.t.Helper()
 	t := time.Now()
 	s.mustKubectl("wait", "-n", ns, "--for=condition=Ready", "database/"+name, fmt.Sprintf("--timeout=%ds", int(timeout.Seconds())))
