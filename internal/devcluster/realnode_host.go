@@ -153,9 +153,11 @@ func cleanupStaleHost(log io.Writer) error {
 //   - FORWARD: nothing from the bridge to another interface, nothing from
 //     another interface to the bridge.
 //   - POSTROUTING (forwarded and local traffic, after any DNAT): a packet
-//     from a pod address, or to a pod, kwok pod or Service address, leaves
-//     only through the bridge (or loopback). This also stops the host's own
-//     connections to a Service whose endpoints are kwok's fake pods.
+//     from a pod address, or to a pod, kwok pod or Service address, or one
+//     that was addressed to a Service before kube-proxy's DNAT (conntrack's
+//     original destination), leaves only through the bridge (or loopback).
+//     This also stops the host's own connections to a Service whose
+//     endpoints are kwok's fake pods or an address outside.
 func (s *hostState) setUpNetwork() error {
 	s.Bridge = true
 	if err := s.save(); err != nil {
@@ -204,6 +206,7 @@ func (s *hostState) setUpNetwork() error {
 		drop("DBKEEPER-POSTROUTING", "-d", nodePodCIDR),
 		drop("DBKEEPER-POSTROUTING", "-d", podCIDR),
 		drop("DBKEEPER-POSTROUTING", "-d", serviceCIDR),
+		drop("DBKEEPER-POSTROUTING", "-m", "conntrack", "--ctorigdst", serviceCIDR, "-m", "comment", "--comment", "devcluster: Service traffic stays on the bridge, whatever its endpoints"),
 		ipt("-t", "mangle", "-I", "FORWARD", "1", "-j", "DBKEEPER-FORWARD"),
 		ipt("-t", "mangle", "-I", "POSTROUTING", "1", "-j", "DBKEEPER-POSTROUTING"),
 	}

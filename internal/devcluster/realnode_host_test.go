@@ -72,6 +72,7 @@ func TestHostStateCleanup(t *testing.T) {
 		"-A DBKEEPER-FORWARD -i " + nodeBridge + " ! -o " + nodeBridge,
 		"-A DBKEEPER-POSTROUTING -s " + nodePodCIDR + " -j DROP",
 		"-A DBKEEPER-POSTROUTING -d " + serviceCIDR + " -j DROP",
+		"-A DBKEEPER-POSTROUTING -m conntrack --ctorigdst " + serviceCIDR,
 	} {
 		if !strings.Contains(rules, want) {
 			t.Errorf("mangle rules lack %q:\n%s", want, rules)

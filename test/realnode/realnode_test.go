@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,42 @@ func TestRealNode(t *testing.T) {
 		if got := pg.sqlAt(host, "SELECT name FROM items WHERE id = 2;"); got != "two" {
 			t.Errorf("through %s: got %q, want two", host, got)
 		}
+	})
+
+	t.Run("pods and Services reach nothing outside the machine", func(t *testing.T) {
+		// A Service whose endpoint is outside (TEST-NET-3, routed
+		// nowhere): kube-proxy translates its address, and devcluster's
+		// DROP rules must stop the packet, from a pod and from the host.
+		s.apply(`apiVersion: v1
+kind: Service
+metadata: {name: outside, namespace: ` + ns + `}
+spec:
+  ports: [{name: http, port: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: outside-1
+  namespace: ` + ns + `
+  labels: {kubernetes.io/service-name: outside}
+addressType: IPv4
+endpoints: [{addresses: ["203.0.113.7"]}]
+ports: [{name: http, port: 80, protocol: TCP}]
+`)
+		clusterIP := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, "outside", "-o", "jsonpath={.spec.clusterIP}"))
+		for _, target := range []string{"203.0.113.7", "1.1.1.1", clusterIP} {
+			out, err := s.kubectl("exec", "-n", ns, pg.name+"-0", "-c", "postgres", "--",
+				"psql", "postgresql://x@"+target+":80/x?connect_timeout=3", "-c", "select 1")
+			if err == nil || !strings.Contains(out, "Network is unreachable") && !strings.Contains(out, "timeout expired") {
+				t.Errorf("a pod connecting to %s: %v, %s; want unreachable or a timeout", target, err, out)
+			}
+		}
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(clusterIP, "80"), 3*time.Second)
+		if err == nil {
+			conn.Close()
+			t.Errorf("the host reached the outside endpoint of Service %s", clusterIP)
+		}
+		s.mustKubectl("delete", "service", "-n", ns, "outside")
 	})
 
 	t.Run("mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", func(t *testing.T) {

@@ -1,6 +1,7 @@
-// Module kubernetes builds the pinned Kubernetes control-plane binaries and
-// kubectl from the Go module proxy. It is separate from the operator's module
-// so that k8s.io/kubernetes's dependencies never move the operator's pins.
+// Module kubernetes builds the pinned Kubernetes control-plane binaries,
+// kubectl, and the real node's kubelet and kube-proxy from the Go module
+// proxy. It is separate from the operator's module so that
+// k8s.io/kubernetes's dependencies never move the operator's pins.
 module github.com/dbkeeper/dbkeeper/hack/k8s/kubernetes
 
 go 1.26.0
