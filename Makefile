@@ -17,6 +17,12 @@ CERT_MANAGER_VERSION ?= v1.21.2
 CERT_MANAGER_DIR ?= $(CACHE_HOME)/dbkeeper/cert-manager/$(CERT_MANAGER_VERSION)
 export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
 
+# The binaries of devcluster's real node (kubelet, kube-proxy, containerd and
+# its runc shim, ctr, CoreDNS, local-path-provisioner), built from the wrapper
+# modules under hack/ and cached, each rebuilt when its module's version moves.
+NODE_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/node
+export DBKEEPER_NODE_TOOLS := $(NODE_TOOLS_DIR)
+
 # The engine images the tests run on a real node (and its pause image), built
 # here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
 ENGINE_IMAGES_DIR ?= $(CACHE_HOME)/dbkeeper/images
@@ -76,7 +82,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify-generated vet lint k8s-tools cert-manager-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest and e2e.
+test: verify-generated vet lint k8s-tools cert-manager-tools node-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
 	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 
@@ -124,7 +130,9 @@ build: ## Build the manager binary into bin/dbkeeper.
 	CGO_ENABLED=0 go build -trimpath -o bin/dbkeeper ./cmd/dbkeeper
 
 # RUN_ARGS are extra flags of `devcluster run`, e.g. RUN_ARGS="--nodes 3".
+# REAL_NODE=true adds a real node (containerd + kubelet) that runs the pods.
 RUN_ARGS ?=
+REAL_NODE ?= false
 
 .PHONY: run
 run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
@@ -133,8 +141,11 @@ ifeq ($(USE_EXISTING_CLUSTER),true)
 	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
 else
 	$(MAKE) --no-print-directory k8s-tools
+ifeq ($(REAL_NODE),true)
+	$(MAKE) --no-print-directory node-tools
+endif
 	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster run $(RUN_ARGS)
+	bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
 endif
 
 .PHONY: docker-build
@@ -148,6 +159,10 @@ docker-push: ## Push the manager image.
 .PHONY: cert-manager-tools
 cert-manager-tools: ## Build cert-manager's controller and cainjector into the cache if missing (cold: about 6 minutes idle, more under load).
 	hack/cert-manager-tools.sh "$(CERT_MANAGER_DIR)"
+
+.PHONY: node-tools
+node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreDNS and local-path-provisioner into the cache if missing (cold: see README).
+	hack/node-tools.sh "$(NODE_TOOLS_DIR)"
 
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).

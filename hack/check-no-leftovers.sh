@@ -2,13 +2,35 @@
 # check-no-leftovers.sh fails when an etcd, kube-apiserver or other component
 # started from the cached Kubernetes binaries (KUBEBUILDER_ASSETS), or a
 # cert-manager controller or cainjector started from CERT_MANAGER_ASSETS (when
-# set), is still running: tests must stop every process they start.
+# set), or a real node's process from DBKEEPER_NODE_TOOLS (when set), is
+# still running, or when a real node left its bridge, cgroup, iptables chains,
+# state file or a mount under a devcluster run directory: tests must undo
+# everything they start or make.
 set -euo pipefail
 dirs=("${KUBEBUILDER_ASSETS:?KUBEBUILDER_ASSETS is not set}")
 if [[ -n ${CERT_MANAGER_ASSETS:-} ]]; then
 	dirs+=("$CERT_MANAGER_ASSETS")
 fi
+if [[ -n ${DBKEEPER_NODE_TOOLS:-} ]]; then
+	dirs+=("$DBKEEPER_NODE_TOOLS")
+fi
 left=""
+# The real node's leftovers (internal/devcluster/realnode_host.go).
+if [[ -e /sys/class/net/dbkeeper0 ]]; then
+	left+="the real node's bridge dbkeeper0"$'\n'
+fi
+if compgen -G '/sys/fs/cgroup/*/dbkeeper-devcluster' >/dev/null; then
+	left+="the real node's cgroup dbkeeper-devcluster"$'\n'
+fi
+if [[ -e /run/dbkeeper-devcluster/state.json ]]; then
+	left+="the real node's state file /run/dbkeeper-devcluster/state.json"$'\n'
+fi
+if command -v iptables >/dev/null && iptables -w 5 -t mangle -S 2>/dev/null | grep -q DBKEEPER-; then
+	left+="the real node's iptables chains DBKEEPER-*"$'\n'
+fi
+if grep -q ' /tmp/[^ ]*/node/' /proc/self/mountinfo; then
+	left+="mounts under a real node's run directory: $(grep -o ' /tmp/[^ ]*/node/[^ ]*' /proc/self/mountinfo | head -3 | tr '\n' ' ')"$'\n'
+fi
 for dir in "${dirs[@]}"; do
 	found=$(ps -eo pid=,args= | awk -v d="$dir/" 'index($2, d) == 1 { print }' || true)
 	if [[ -n "$found" ]]; then
@@ -16,7 +38,7 @@ for dir in "${dirs[@]}"; do
 	fi
 done
 if [[ -n "$left" ]]; then
-	echo "processes left running by the tests:" >&2
+	echo "left behind by the tests:" >&2
 	printf '%s' "$left" >&2
 	exit 1
 fi

@@ -2,8 +2,13 @@
 // kube-controller-manager, kube-scheduler and kwok's fake nodes) in the
 // foreground, for make run, e2e tests and benchmarks:
 //
-//	devcluster up  [--nodes N] [--run-dir DIR] [--apiserver-port P] [--bin-dir DIR] [--keep-run-dir]
+//	devcluster up  [--nodes N] [--real-node] [--run-dir DIR] [--apiserver-port P] [--bin-dir DIR] [--keep-run-dir]
 //	devcluster run [the same flags] [--webhook-port P] [--probe-port P] [--metrics-port P]
+//
+// --real-node adds a real node (containerd and a kubelet running the pods'
+// containers, with pod networking, cluster DNS, Services and volumes; it
+// needs root, make node-tools and make engine-images) and makes the fake
+// nodes default to none.
 //
 // up runs the cluster alone. run also builds the dbkeeper manager from the
 // checkout in the working directory, installs its CRD and webhook
@@ -46,7 +51,10 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("devcluster", flag.ContinueOnError)
 	fs.Usage = func() { usage(); fs.PrintDefaults() }
 	var opts devcluster.Options
-	fs.IntVar(&opts.Nodes, "nodes", 1, "number of fake (kwok) nodes")
+	fs.IntVar(&opts.Nodes, "nodes", 0, "number of fake (kwok) nodes (default 1, or 0 with --real-node; pods may land on either kind when both run)")
+	fs.BoolVar(&opts.RealNode, "real-node", false, "also run a real node (containerd + kubelet, root only) that runs the pods' containers")
+	fs.StringVar(&opts.NodeBinDir, "node-bin-dir", devcluster.DefaultNodeBinDir(), "directory with the real node's binaries (make node-tools)")
+	fs.StringVar(&opts.ImagesDir, "images-dir", devcluster.DefaultImagesDir(), "directory with the images the real node imports, listed in images.txt (make engine-images)")
 	fs.StringVar(&opts.RunDir, "run-dir", "", "directory for certificates, kubeconfigs, etcd data and logs (default: a new temporary directory, removed on exit)")
 	fs.BoolVar(&opts.KeepRunDir, "keep-run-dir", false, "keep the temporary run directory on exit")
 	fs.IntVar(&opts.APIServerPort, "apiserver-port", 0, "kube-apiserver port on 127.0.0.1 (0: a free port)")

@@ -30,6 +30,14 @@ func waitingPod(name, reason string) corev1.Pod {
 	}}}}
 }
 
+// crashedPod is a crash-looping pod whose container last exited with code
+// and termination message.
+func crashedPod(name string, code int32, message string) corev1.Pod {
+	pod := waitingPod(name, "CrashLoopBackOff")
+	pod.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: code, Message: message}
+	return pod
+}
+
 func TestConditions(t *testing.T) {
 	tests := []struct {
 		name         string
@@ -95,6 +103,14 @@ func TestConditions(t *testing.T) {
 				pods: []corev1.Pod{waitingPod("orders-0", "CrashLoopBackOff")}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed, messageWants: "CrashLoopBackOff (4 restarts)",
+		},
+		{
+			name: "a crash-looping pod stalls with the last line its server logged",
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")},
+				pods: []corev1.Pod{crashedPod("orders-0", 1, "starting\nFATAL:  invalid value for parameter \"work_mem\": \"plenty\"\n")}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed,
+			messageWants: `(4 restarts): details; last exit code 1: FATAL:  invalid value for parameter "work_mem": "plenty"`,
 		},
 		{
 			name: "an unschedulable pod stalls",

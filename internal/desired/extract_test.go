@@ -105,7 +105,9 @@ func liveStatefulSet(t *testing.T, desired *appsv1ac.StatefulSetApplyConfigurati
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
-		c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		if c.TerminationMessagePolicy == "" {
+			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		}
 		if c.Resources.Limits != nil && c.Resources.Requests == nil {
 			c.Resources.Requests = c.Resources.Limits.DeepCopy()
 		}

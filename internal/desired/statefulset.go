@@ -118,6 +118,11 @@ func container(db *dbv1.Database, info dbv1.EngineInfo) *corev1ac.ContainerApply
 		WithName(string(db.Spec.Engine)).
 		WithImage(db.Spec.Image).
 		WithImagePullPolicy(corev1.PullIfNotPresent).
+		// A server that exits at start-up (a parameter it rejects) says
+		// why on stderr, not in a termination message file: the kubelet
+		// then keeps the end of its log as the termination message, which
+		// the Stalled condition quotes.
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
 		WithArgs(args(db)...).
 		WithEnv(env(db, info)...).
 		WithPorts(corev1ac.ContainerPort().

@@ -59,6 +59,9 @@ func TestStatefulSetShape(t *testing.T) {
 			if c.ImagePullPolicy != corev1.PullIfNotPresent {
 				t.Errorf("imagePullPolicy = %q, want IfNotPresent", c.ImagePullPolicy)
 			}
+			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("terminationMessagePolicy = %q, want FallbackToLogsOnError, so that a crash's log reaches the Stalled condition", c.TerminationMessagePolicy)
+			}
 			wantPort := corev1.ContainerPort{Name: string(tt.db.Spec.Engine), ContainerPort: *tt.db.Spec.Port, Protocol: corev1.ProtocolTCP}
 			if len(c.Ports) != 1 || c.Ports[0] != wantPort {
 				t.Errorf("ports = %+v, want [%+v]", c.Ports, wantPort)

@@ -40,6 +40,10 @@ func (c *Cluster) writeConfigs() error {
 		{c.componentKubeconfig(KubeControllerManager), KubeControllerManager, c.pki.controllerManager},
 		{c.componentKubeconfig(KubeScheduler), KubeScheduler, c.pki.scheduler},
 		{c.componentKubeconfig(Kwok), Kwok, c.pki.kwok},
+		{c.componentKubeconfig(Kubelet), Kubelet, c.pki.kubelet},
+		{c.componentKubeconfig(KubeProxy), KubeProxy, c.pki.kubeProxy},
+		{c.componentKubeconfig(CoreDNS), CoreDNS, c.pki.coredns},
+		{c.componentKubeconfig(LocalPathProvisioner), LocalPathProvisioner, c.pki.provisioner},
 	}
 	for _, k := range kubeconfigs {
 		data, err := kubeconfig(server, c.pki.ca.certPEM, k.user, k.kp)
@@ -153,6 +157,12 @@ func (c *Cluster) defineProcesses() {
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+pki.path("front-proxy-client.crt"),
 		"--proxy-client-key-file="+pki.path("front-proxy-client.key"),
+		// For a real node: the kubelet trusts ca, and its serving
+		// certificate is signed by ca.
+		"--kubelet-client-certificate="+pki.path("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+pki.path("apiserver-kubelet-client.key"),
+		"--kubelet-certificate-authority="+pki.path("ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",

@@ -61,8 +61,21 @@ type Options struct {
 	RunDir string
 	// KeepRunDir keeps a temporary RunDir after Stop (or a failed Start).
 	KeepRunDir bool
-	// Nodes is the number of fake nodes; default 1.
+	// Nodes is the number of fake (kwok) nodes; default 1, or 0 with
+	// RealNode, so that every pod runs on the real node. Pods may land on
+	// either kind when both are asked for.
 	Nodes int
+	// RealNode adds a real node, RealNodeName: containerd and a kubelet
+	// that run the pods' containers, a bridge network for pods, CoreDNS,
+	// kube-proxy and the local-path provisioner as the default
+	// StorageClass. It needs root and the binaries of make node-tools.
+	RealNode bool
+	// NodeBinDir is the directory with the real node's binaries (see
+	// NodeBinaries). Default: DefaultNodeBinDir().
+	NodeBinDir string
+	// ImagesDir holds the images the real node imports, listed in its
+	// images.txt. Default: DefaultImagesDir().
+	ImagesDir string
 	// APIServerPort is kube-apiserver's port on 127.0.0.1; 0 picks a free one.
 	APIServerPort int
 	// EtcdPort is etcd's client port on 127.0.0.1; 0 picks a free one.
@@ -83,6 +96,8 @@ type Cluster struct {
 	Config *rest.Config
 	// Nodes are the names of the fake nodes.
 	Nodes []string
+	// RealNode is the name of the real node, or "" without one.
+	RealNode string
 
 	log       io.Writer
 	ownRunDir bool // RunDir is a temporary directory Start made
@@ -92,6 +107,7 @@ type Cluster struct {
 	clientset kubernetes.Interface // from Config
 
 	etcd, apiserver, controllerManager, scheduler, kwok *process
+	node                                                *realNode // nil without a real node
 
 	exited chan error // unexpected component exits, for Wait
 
@@ -111,15 +127,19 @@ func DefaultBinDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
+	return filepath.Join(cacheHome(), "dbkeeper", "k8s", KubernetesVersion)
+}
+
+// cacheHome returns $XDG_CACHE_HOME, or ~/.cache.
+func cacheHome() string {
+	if cache := os.Getenv("XDG_CACHE_HOME"); cache != "" {
+		return cache
 	}
-	return filepath.Join(cache, "dbkeeper", "k8s", KubernetesVersion)
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".cache")
 }
 
 // CheckBinaries returns an error naming every binary missing from dir, and
@@ -148,8 +168,22 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.BinDir == "" {
 		opts.BinDir = DefaultBinDir()
 	}
-	if opts.Nodes <= 0 {
+	if opts.Nodes <= 0 && !opts.RealNode {
 		opts.Nodes = 1
+	}
+	if opts.RealNode {
+		if opts.NodeBinDir == "" {
+			opts.NodeBinDir = DefaultNodeBinDir()
+		}
+		if opts.NodeBinDir, err = filepath.Abs(opts.NodeBinDir); err != nil {
+			return nil, err
+		}
+		if opts.ImagesDir == "" {
+			opts.ImagesDir = DefaultImagesDir()
+		}
+		if err := CheckNodeBinaries(opts.NodeBinDir); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Log == nil {
 		opts.Log = io.Discard
@@ -162,8 +196,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
+		timeout := defaultStartTimeout
+		if opts.RealNode {
+			timeout += realNodeStartTimeout
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultStartTimeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 
@@ -224,7 +262,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := step(c.apiserver, c.apiserverReady); err != nil {
 		return nil, err
 	}
-	if err := c.createNodesAndStorageClass(ctx, opts.Nodes); err != nil {
+	if err := c.createNodesAndStorageClass(ctx, opts.Nodes, !opts.RealNode); err != nil {
 		return nil, fmt.Errorf("devcluster: %w", err)
 	}
 
@@ -253,6 +291,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 		c.logf("%s %s (pid %d, %.1fs)", check.p.name, check.what, check.p.pid(), time.Since(t).Seconds())
 	}
+	if opts.RealNode {
+		t := time.Now()
+		if err := c.startRealNode(ctx, opts); err != nil {
+			return nil, err
+		}
+		c.RealNode = RealNodeName
+		c.logf("real node %s up (%.1fs)", RealNodeName, time.Since(t).Seconds())
+	}
 	for _, p := range c.processes() {
 		if p.setOnExit(c.componentExited) { // exited between its check and now
 			c.componentExited(p, p.exitErr())
@@ -262,10 +308,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// Stop stops kwok, the scheduler, the controller manager, the API server and
-// etcd, in that order: SIGTERM to each process group, SIGKILL after 10s. It
-// returns once every process has exited, and removes a temporary RunDir
-// unless Options.KeepRunDir. Calling Stop again does nothing.
+// Stop stops the real node, if any (its processes, then every container,
+// mount, cgroup, iptables rule, bridge and sysctl it made; see
+// hostState.cleanup), kwok, the scheduler, the controller manager, the API
+// server and etcd, in that order: SIGTERM to each process group, SIGKILL
+// after 10s. It returns once every process has exited, and removes a
+// temporary RunDir unless Options.KeepRunDir. Calling Stop again does
+// nothing.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	if c.stopped {
@@ -277,6 +326,10 @@ func (c *Cluster) Stop() error {
 
 	t := time.Now()
 	var errs []error
+	if c.node != nil {
+		// The real node first, while the API server still answers.
+		errs = append(errs, c.node.stop())
+	}
 	procs := c.processes()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if procs[i] == nil {
@@ -378,9 +431,9 @@ func (c *Cluster) PIDs() map[string]int {
 	return pids
 }
 
-// processes returns the components in start order.
+// processes returns the components in start order, the real node's last.
 func (c *Cluster) processes() []*process {
-	return []*process{c.etcd, c.apiserver, c.controllerManager, c.scheduler, c.kwok}
+	return append([]*process{c.etcd, c.apiserver, c.controllerManager, c.scheduler, c.kwok}, c.node.processes()...)
 }
 
 // componentExited reports a component that exited by itself.

@@ -23,6 +23,17 @@
 // service-account signing key are made in Go under <RunDir>/pki and reused if
 // the run directory is reused.
 //
+// With Options.RealNode (devcluster --real-node), Start also runs a real
+// node from the binaries hack/node-tools.sh builds: containerd with the host's
+// runc and the images of make engine-images imported, a kubelet registered as
+// RealNodeName, a CNI bridge for pods that is no gateway, CoreDNS behind the
+// Service kube-system/kube-dns, kube-proxy, and rancher's
+// local-path-provisioner behind the default StorageClass local-path; fake
+// nodes then default to none, so that every pod runs for real. Everything the
+// real node changes on the host (bridge, iptables chains, cgroups, sysctls,
+// mounts) is recorded in a state file before it is made and undone by Stop,
+// or by the next Start after the parent was killed; see realnode_host.go.
+//
 // The kwok stage files under kwok/ are copies of sigs.k8s.io/kwok v0.8.0's
 // kustomize/stage files (Apache-2.0); kwok reads them from a --config file.
 package devcluster

@@ -114,12 +114,17 @@ func fakeNode(name string) *corev1.Node {
 	}
 }
 
-// createNodesAndStorageClass creates the fake nodes and kwok's default
-// StorageClass; ones that exist (a reused RunDir) are left as they are.
-func (c *Cluster) createNodesAndStorageClass(ctx context.Context, n int) error {
+// createNodesAndStorageClass creates the fake nodes and kwok's
+// StorageClass, the default one unless isDefault is false (a real node's
+// provisioner is then the default); ones that exist (a reused RunDir) are
+// left as they are.
+func (c *Cluster) createNodesAndStorageClass(ctx context.Context, n int, isDefault bool) error {
 	sc, err := kwokStorageClass()
 	if err != nil {
 		return err
+	}
+	if !isDefault {
+		delete(sc.Annotations, defaultClassAnnotation)
 	}
 	if _, err := c.clientset.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)

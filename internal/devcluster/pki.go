@@ -51,6 +51,12 @@ type pki struct {
 	scheduler         *keyPair
 	kwok              *keyPair
 
+	// The real node's clients (see realnode.go), the kubelet's serving
+	// certificate, and the API server's client certificate for kubelets
+	// (logs, exec, port-forward), which the kubelet checks against ca.
+	kubelet, kubeProxy, coredns, provisioner *keyPair
+	kubeletServing, apiserverKubeletClient   *keyPair
+
 	saKeyFile, saPubFile string // service-account token signing key
 }
 
@@ -86,6 +92,12 @@ func ensurePKI(dir string) (*pki, error) {
 		{&p.controllerManager, "kube-controller-manager", clientTemplate("system:kube-controller-manager", "system:masters")},
 		{&p.scheduler, "kube-scheduler", clientTemplate("system:kube-scheduler", "system:masters")},
 		{&p.kwok, "kwok", clientTemplate("kwok-controller", "system:masters")},
+		{&p.kubelet, "kubelet", clientTemplate("system:node:"+RealNodeName, "system:masters")},
+		{&p.kubeProxy, "kube-proxy", clientTemplate("system:kube-proxy", "system:masters")},
+		{&p.coredns, "coredns", clientTemplate("coredns", "system:masters")},
+		{&p.provisioner, "local-path-provisioner", clientTemplate("local-path-provisioner", "system:masters")},
+		{&p.kubeletServing, "kubelet-serving", servingTemplate(RealNodeName, []string{RealNodeName}, []net.IP{net.ParseIP(nodeBridgeIP)})},
+		{&p.apiserverKubeletClient, "apiserver-kubelet-client", clientTemplate("kube-apiserver-kubelet-client", "system:masters")},
 	}
 	for _, l := range leaves {
 		if *l.dst, err = loadOrMake(dir, l.name, p.ca, l.tmpl); err != nil {

@@ -1,0 +1,136 @@
+package devcluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Image is one image of the images directory: its full name and the OCI
+// image archive that holds it.
+type Image struct {
+	Name string
+	File string
+}
+
+// ImagesListFile is the file in the images directory that lists the images,
+// one "<name> <file>" per line (make engine-images writes it).
+const ImagesListFile = "images.txt"
+
+// DefaultImagesDir returns where the images are looked for by default:
+// $ENGINE_IMAGES_DIR if set (the Makefile exports it), else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/images, where make engine-images
+// puts them.
+func DefaultImagesDir() string {
+	if dir := os.Getenv("ENGINE_IMAGES_DIR"); dir != "" {
+		return dir
+	}
+	return filepath.Join(cacheHome(), "dbkeeper", "images")
+}
+
+// ReadImages returns the images listed in dir's images.txt, each archive
+// checked to exist; SandboxImage must be among them. Errors match
+// fs.ErrNotExist when the list or an archive is missing.
+func ReadImages(dir string) ([]Image, error) {
+	if dir == "" {
+		dir = DefaultImagesDir()
+	}
+	list := filepath.Join(dir, ImagesListFile)
+	f, err := os.Open(list)
+	if err != nil {
+		return nil, fmt.Errorf("devcluster: the real node's images: %w; build them with `make engine-images`", err)
+	}
+	defer f.Close()
+	var images []Image
+	sandbox := false
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("devcluster: %s:%d: want \"<image name> <archive file>\", got %q", list, line, text)
+		}
+		img := Image{Name: fields[0], File: fields[1]}
+		if !filepath.IsAbs(img.File) {
+			img.File = filepath.Join(dir, img.File)
+		}
+		if _, err := os.Stat(img.File); err != nil {
+			return nil, fmt.Errorf("devcluster: %s:%d: image %s: %w; rebuild them with `make engine-images`", list, line, img.Name, err)
+		}
+		sandbox = sandbox || img.Name == SandboxImage
+		images = append(images, img)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("devcluster: read %s: %w", list, err)
+	}
+	if !sandbox {
+		return nil, fmt.Errorf("devcluster: %s lists no sandbox image %s, which every pod needs; rebuild with `make engine-images`: %w",
+			list, SandboxImage, os.ErrNotExist)
+	}
+	return images, nil
+}
+
+// importImages imports every image archive into containerd's k8s.io
+// namespace (the kubelet's), then checks that each name is there, so that a
+// misnamed archive fails here and not as an image pull that can never work.
+func (n *realNode) importImages(ctx context.Context) error {
+	for _, img := range n.images {
+		if _, err := n.ctr(ctx, "images", "import", img.File); err != nil {
+			return fmt.Errorf("devcluster: import image %s: %w", img.Name, err)
+		}
+	}
+	out, err := n.ctr(ctx, "images", "list", "--quiet")
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, name := range strings.Fields(out) {
+		have[name] = true
+	}
+	var missing []string
+	for _, img := range n.images {
+		if !have[img.Name] {
+			missing = append(missing, fmt.Sprintf("%s (from %s)", img.Name, img.File))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("devcluster: containerd lacks %s after the import; the archive names another image (have: %s)",
+			strings.Join(missing, ", "), strings.Join(strings.Fields(out), ", "))
+	}
+	return nil
+}
+
+// ctr runs ctr against the node's containerd in the k8s.io namespace.
+func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
+	args = append([]string{"--address", n.path("containerd/containerd.sock"), "--namespace", "k8s.io"}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(n.binDir, Ctr), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args[4:], " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// helperImage returns the image of the local-path provisioner's helper pods,
+// which make and remove the volume directories with /bin/sh: the first
+// listed image that is not the sandbox image (the engine images have a
+// shell; the sandbox image has nothing but its one program).
+func (n *realNode) helperImage() string {
+	for _, img := range n.images {
+		if img.Name != SandboxImage {
+			return img.Name
+		}
+	}
+	return ""
+}
+
+// errNoHelperImage is returned when images.txt lists only the sandbox image.
+var errNoHelperImage = errors.New("devcluster: images.txt lists no image with a shell for the volume provisioner's helper pods; build the engine images with `make engine-images`")

@@ -1,0 +1,368 @@
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Component names of the real node; each is also the name of its binary in
+// NodeBinDir and of its log file in the run directory.
+const (
+	Containerd           = "containerd"
+	ContainerdShim       = "containerd-shim-runc-v2"
+	Ctr                  = "ctr"
+	Kubelet              = "kubelet"
+	KubeProxy            = "kube-proxy"
+	CoreDNS              = "coredns"
+	LocalPathProvisioner = "local-path-provisioner"
+)
+
+// NodeBinaries lists the files NodeBinDir must hold for a real node.
+var NodeBinaries = []string{Containerd, ContainerdShim, Ctr, Kubelet, KubeProxy, CoreDNS, LocalPathProvisioner}
+
+// RealNodeName is the name of the real node in the cluster.
+const RealNodeName = "devcluster-node"
+
+// The real node's network. Pods get addresses from nodePodCIDR on the bridge
+// nodeBridge, whose own address nodeBridgeIP is the node's address (kubelet,
+// CoreDNS) and the pods' route to the Service range. Nothing else is routed:
+// see network.go.
+const (
+	nodeBridge    = "dbkeeper0"
+	nodePodCIDR   = "10.245.0.0/24"
+	nodeBridgeIP  = "10.245.0.1"
+	nodeBridgeLen = 24
+	clusterDNSIP  = "10.96.0.10"
+	clusterDomain = "cluster.local"
+)
+
+// SandboxImage is the pod sandbox ("pause") image the real node's containerd
+// runs; it must be listed in the images directory's images.txt.
+const SandboxImage = "dbkeeper.local/pause:3.10"
+
+// realNodeStartTimeout bounds the real node's start-up (importing the images
+// is most of it) when Start's context has no deadline.
+const realNodeStartTimeout = 5 * time.Minute
+
+// realNode is the running real node: its processes and what it made on the
+// host, recorded in a state file so that a later Start can undo it if this
+// process is killed.
+type realNode struct {
+	c      *Cluster
+	binDir string
+	dir    string // <RunDir>/node
+	images []Image
+	state  *hostState
+	ports  nodePorts
+
+	containerd, kubelet, kubeProxy, coredns, provisioner *process
+}
+
+type nodePorts struct {
+	kubelet, kubeletHealthz, proxyHealthz, proxyMetrics, corednsReady int
+}
+
+// DefaultNodeBinDir returns where the real node's binaries are looked for by
+// default: $DBKEEPER_NODE_TOOLS if set, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/node, where make node-tools puts
+// them.
+func DefaultNodeBinDir() string {
+	if dir := os.Getenv("DBKEEPER_NODE_TOOLS"); dir != "" {
+		return dir
+	}
+	return filepath.Join(cacheHome(), "dbkeeper", "node")
+}
+
+// CheckNodeBinaries returns an error naming every real-node binary missing
+// from dir and every host program missing from PATH, and how to get them;
+// the error matches fs.ErrNotExist.
+func CheckNodeBinaries(dir string) error {
+	var missing []string
+	for _, name := range NodeBinaries {
+		if !isExecutable(filepath.Join(dir, name)) {
+			missing = append(missing, name)
+		}
+	}
+	var errs []error
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("devcluster: %s missing from %s; build them with `make node-tools`: %w",
+			strings.Join(missing, ", "), dir, os.ErrNotExist))
+	}
+	missing = nil
+	for _, prog := range hostPrograms {
+		if _, err := exec.LookPath(prog); err != nil {
+			missing = append(missing, prog)
+		}
+	}
+	if !isExecutable(filepath.Join(cniBinDir, "bridge")) || !isExecutable(filepath.Join(cniBinDir, "host-local")) {
+		missing = append(missing, cniBinDir+"/{bridge,host-local}")
+	}
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("devcluster: the real node needs %s; install them with `apt-get install -y runc containernetworking-plugins iptables conntrack iproute2`: %w",
+			strings.Join(missing, ", "), os.ErrNotExist))
+	}
+	return errors.Join(errs...)
+}
+
+// hostPrograms are the programs from the host's packages the real node runs.
+var hostPrograms = []string{"runc", "iptables", "ip", "conntrack"}
+
+// cniBinDir is where Debian's containernetworking-plugins puts the plugins.
+const cniBinDir = "/usr/lib/cni"
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// startRealNode brings up the real node after the API server: the host
+// network, containerd with the images imported, the kubelet (waiting for the
+// Node to be Ready), CoreDNS and its Service, kube-proxy, and the
+// local-path provisioner with its default StorageClass.
+func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
+	if os.Geteuid() != 0 {
+		return errors.New("devcluster: the real node needs root (containers, mounts, a bridge and iptables rules)")
+	}
+	images, err := ReadImages(opts.ImagesDir)
+	if err != nil {
+		return err
+	}
+	n := &realNode{c: c, binDir: opts.NodeBinDir, dir: c.path("node"), images: images}
+	if n.helperImage() == "" {
+		return errNoHelperImage
+	}
+	c.node = n
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	// Undo what a killed devcluster left, then record what this one makes
+	// before making it.
+	if err := cleanupStaleHost(c.log); err != nil {
+		return err
+	}
+	if n.state, err = newHostState(n.dir); err != nil {
+		return err
+	}
+	if n.ports, err = pickNodePorts(); err != nil {
+		return err
+	}
+	if err := n.writeConfigs(); err != nil {
+		return fmt.Errorf("devcluster: real node configuration: %w", err)
+	}
+	n.defineProcesses()
+
+	t := time.Now()
+	if err := n.state.setUpNetwork(); err != nil {
+		return fmt.Errorf("devcluster: real node network: %w", err)
+	}
+	if err := n.state.makeCgroups(); err != nil {
+		return fmt.Errorf("devcluster: real node cgroups: %w", err)
+	}
+	c.logf("real node network and cgroups set up (%.1fs)", time.Since(t).Seconds())
+
+	t = time.Now()
+	if err := n.containerd.start(); err != nil {
+		return err
+	}
+	if err := n.state.adopt(n.containerd.pid()); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, n.containerd, n.containerdReady); err != nil {
+		return err
+	}
+	c.logf("%s ready (pid %d, %.1fs)", Containerd, n.containerd.pid(), time.Since(t).Seconds())
+	t = time.Now()
+	if err := n.importImages(ctx); err != nil {
+		return err
+	}
+	c.logf("%d image(s) imported (%.1fs)", len(n.images), time.Since(t).Seconds())
+
+	t = time.Now()
+	if err := n.state.saveKernelTunables(); err != nil {
+		return err
+	}
+	if err := n.createClusterObjects(ctx); err != nil {
+		return fmt.Errorf("devcluster: real node objects: %w", err)
+	}
+	for _, p := range []*process{n.kubelet, n.coredns, n.kubeProxy, n.provisioner} {
+		if err := p.start(); err != nil {
+			return err
+		}
+	}
+	checks := []struct {
+		p     *process
+		ready func(context.Context) error
+		what  string
+	}{
+		{n.kubelet, n.nodeReady, "ready, node " + RealNodeName + " Ready"},
+		{n.coredns, n.dnsAnswers, "answers for kubernetes.default"},
+		{n.kubeProxy, httpHealthy(n.ports.proxyHealthz), "healthy"},
+		{n.provisioner, func(context.Context) error { return nil }, "started"},
+	}
+	for _, check := range checks {
+		if err := c.waitReady(ctx, check.p, check.ready); err != nil {
+			return err
+		}
+		c.logf("%s %s (pid %d, %.1fs)", check.p.name, check.what, check.p.pid(), time.Since(t).Seconds())
+	}
+	return nil
+}
+
+// processes returns the real node's components in start order.
+func (n *realNode) processes() []*process {
+	if n == nil {
+		return nil
+	}
+	return []*process{n.containerd, n.kubelet, n.coredns, n.kubeProxy, n.provisioner}
+}
+
+// stop stops the node's processes, then kills whatever still runs in its
+// cgroups (shims and containers) and undoes every change to the host.
+func (n *realNode) stop() error {
+	var errs []error
+	procs := n.processes()
+	for i := len(procs) - 1; i >= 0; i-- {
+		if procs[i] != nil {
+			if err := procs[i].stop(stopGrace); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if n.state != nil {
+		errs = append(errs, n.state.cleanup(n.c.log, filepath.Join(n.binDir, KubeProxy)))
+	}
+	return errors.Join(errs...)
+}
+
+// defineProcesses sets the command line of every node component.
+func (n *realNode) defineProcesses() {
+	newProcess := func(name string, args ...string) *process {
+		return &process{
+			name:    name,
+			path:    filepath.Join(n.binDir, name),
+			args:    args,
+			dir:     n.dir,
+			logPath: n.c.path(name + ".log"),
+		}
+	}
+	n.containerd = newProcess(Containerd, "--config="+n.path("containerd.toml"))
+	// The shim is looked up in PATH; runc is the host's.
+	n.containerd.env = append(envWithout(os.Environ(), "PATH", "TMPDIR"),
+		"PATH="+n.binDir+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"TMPDIR="+n.path("tmp"))
+
+	n.kubelet = newProcess(Kubelet,
+		"--config="+n.path("kubelet.yaml"),
+		"--kubeconfig="+n.c.componentKubeconfig(Kubelet),
+		"--root-dir="+n.path("kubelet"),
+		"--cert-dir="+n.path("kubelet-pki"),
+		"--hostname-override="+RealNodeName,
+		"--node-ip="+nodeBridgeIP,
+		"--node-labels=devcluster.dbkeeper.io/real-node=true",
+	)
+	n.kubeProxy = newProcess(KubeProxy, "--config="+n.path("kube-proxy.yaml"))
+	n.coredns = newProcess(CoreDNS, "-conf="+n.path("Corefile"))
+	n.provisioner = newProcess(LocalPathProvisioner,
+		"start",
+		"--kubeconfig="+n.c.componentKubeconfig(LocalPathProvisioner),
+		"--namespace="+provisionerNamespace,
+		"--config="+n.path("local-path/config.json"),
+		"--helper-pod-file="+n.path("local-path/helperPod.yaml"),
+		"--configmap-name="+provisionerConfigMap,
+		"--service-account-name="+provisionerServiceAccount,
+		"--provisioner-name="+provisionerName,
+		"--helper-image="+n.helperImage(),
+	)
+}
+
+func (n *realNode) path(name string) string { return filepath.Join(n.dir, name) }
+
+// containerdReady checks that containerd answers on its socket.
+func (n *realNode) containerdReady(ctx context.Context) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", n.path("containerd/containerd.sock"))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// nodeReady checks that the kubelet registered the node and it is Ready,
+// without taints.
+func (n *realNode) nodeReady(ctx context.Context) error {
+	node, err := n.c.clientset.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+			return fmt.Errorf("node %s is not Ready: %s", RealNodeName, cond.Message)
+		}
+	}
+	if len(node.Spec.Taints) > 0 {
+		return fmt.Errorf("node %s has taint %s", RealNodeName, node.Spec.Taints[0].ToString())
+	}
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s has no Ready condition yet", RealNodeName)
+}
+
+// dnsAnswers checks that CoreDNS resolves the kubernetes Service's name.
+func (n *realNode) dnsAnswers(ctx context.Context) error {
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, net.JoinHostPort(nodeBridgeIP, "53"))
+	}}
+	addrs, err := r.LookupHost(ctx, "kubernetes.default.svc."+clusterDomain)
+	if err != nil {
+		return err
+	}
+	if len(addrs) != 1 || addrs[0] != kubernetesServiceIP {
+		return fmt.Errorf("kubernetes.default.svc resolves to %v, want %s", addrs, kubernetesServiceIP)
+	}
+	return nil
+}
+
+// httpHealthy returns a check of a plain-HTTP /healthz on 127.0.0.1.
+func httpHealthy(port int) func(context.Context) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+	return func(ctx context.Context) error {
+		_, err := httpGet(ctx, http.DefaultClient, url)
+		return err
+	}
+}
+
+// pickNodePorts returns free ports on 127.0.0.1 for the node's components.
+func pickNodePorts() (nodePorts, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var p nodePorts
+	for _, dst := range []*int{&p.kubelet, &p.kubeletHealthz, &p.proxyHealthz, &p.proxyMetrics, &p.corednsReady} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nodePorts{}, fmt.Errorf("devcluster: find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		*dst = l.Addr().(*net.TCPAddr).Port
+	}
+	return p, nil
+}

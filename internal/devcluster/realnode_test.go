@@ -1,0 +1,125 @@
+package devcluster
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadImages(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"pause.tar", "pg.tar"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(list string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, ImagesListFile), []byte(list), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	write("# images\n" + SandboxImage + " pause.tar\ndbkeeper.local/postgres:17.7 " + filepath.Join(dir, "pg.tar") + "\n\n")
+	images, err := ReadImages(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Image{{SandboxImage, filepath.Join(dir, "pause.tar")}, {"dbkeeper.local/postgres:17.7", filepath.Join(dir, "pg.tar")}}
+	if len(images) != 2 || images[0] != want[0] || images[1] != want[1] {
+		t.Errorf("ReadImages = %v, want %v", images, want)
+	}
+
+	for _, tc := range []struct {
+		list, wantErr string
+		notExist      bool
+	}{
+		{"dbkeeper.local/postgres:17.7 pg.tar\n", "lists no sandbox image", true},
+		{SandboxImage + " missing.tar\n", "missing.tar", true},
+		{SandboxImage + "\n", `want "<image name> <archive file>"`, false},
+	} {
+		write(tc.list)
+		_, err := ReadImages(dir)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("ReadImages(%q) = %v, want an error containing %q", tc.list, err, tc.wantErr)
+			continue
+		}
+		if errors.Is(err, fs.ErrNotExist) != tc.notExist {
+			t.Errorf("ReadImages(%q): errors.Is(err, fs.ErrNotExist) = %v, want %v", tc.list, !tc.notExist, tc.notExist)
+		}
+	}
+	if _, err := ReadImages(t.TempDir()); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "make engine-images") {
+		t.Errorf("ReadImages(empty dir) = %v, want a not-exist error naming make engine-images", err)
+	}
+}
+
+// TestCNIConfigIsNoGateway checks the safety properties of the pods'
+// network: no masquerade, no default route, only the Service range routed.
+func TestCNIConfigIsNoGateway(t *testing.T) {
+	n := &realNode{dir: "/run-dir/node"}
+	data, err := n.cniConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Plugins []struct {
+			Type, Bridge     string
+			IsGateway        bool
+			IsDefaultGateway bool
+			IPMasq           bool
+			IPAM             struct {
+				Routes []struct{ Dst, GW string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &conf); err != nil {
+		t.Fatal(err)
+	}
+	if len(conf.Plugins) != 1 {
+		t.Fatalf("plugins = %d, want only the bridge", len(conf.Plugins))
+	}
+	p := conf.Plugins[0]
+	if p.Type != "bridge" || p.Bridge != nodeBridge || p.IsGateway || p.IsDefaultGateway || p.IPMasq {
+		t.Errorf("bridge plugin = %+v, want bridge %s, no gateway, no masquerade", p, nodeBridge)
+	}
+	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != serviceCIDR || p.IPAM.Routes[0].GW != nodeBridgeIP {
+		t.Errorf("routes = %+v, want only %s via %s", p.IPAM.Routes, serviceCIDR, nodeBridgeIP)
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/tmp/a`:             "/tmp/a",
+		`/tmp/with\040space`: "/tmp/with space",
+		`/tmp/tab\011x`:      "/tmp/tab\tx",
+		`/tmp/trailing\04`:   `/tmp/trailing\04`,
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestProcessStart(t *testing.T) {
+	if processStart(os.Getpid()) == "" {
+		t.Error("processStart(self) is empty")
+	}
+	if got := processStart(1 << 30); got != "" {
+		t.Errorf("processStart(no such pid) = %q, want empty", got)
+	}
+}
+
+func TestSplitRule(t *testing.T) {
+	got := splitRule(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
+	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("splitRule = %q, want %q", got, want)
+	}
+	if got := splitRule(`-A X --comment "say \"hi\"" -j Y`); len(got) != 6 || got[3] != `say "hi"` {
+		t.Errorf("splitRule with escaped quotes = %q", got)
+	}
+}
