@@ -22,16 +22,19 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 )
 
-// Names of the webhook configurations Install creates.
+// Names of the webhook configurations and the admission policy (and its
+// binding) Install creates, as config/default names them.
 const (
 	MutatingWebhookName   = "dbkeeper-mutating-webhook-configuration"
 	ValidatingWebhookName = "dbkeeper-validating-webhook-configuration"
+	PolicyName            = "dbkeeper-deletion-protection"
 )
 
-// Install creates or updates dbkeeper's CRD from root/config/crd/bases and
+// Install creates or updates dbkeeper's CRD from root/config/crd/bases,
 // the webhook configurations of root/config/webhook/manifests.yaml, with
 // their services replaced by URLs on 127.0.0.1:webhookPort and the caBundle
-// of a CA generated for the purpose. The serving certificate and key are
+// of a CA generated for the purpose, and the deletion-protection policy of
+// root/config/policy. The serving certificate and key are
 // written to certDir for the manager's --webhook-cert-dir.
 func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhookPort int) error {
 	scheme := runtime.NewScheme()
@@ -90,7 +93,45 @@ func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhoo
 	if err := createOrReplace(ctx, c, mutating, &admissionregistrationv1.MutatingWebhookConfiguration{}); err != nil {
 		return err
 	}
-	return createOrReplace(ctx, c, validating, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	if err := createOrReplace(ctx, c, validating, &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
+		return err
+	}
+	policy, binding, err := readPolicy(filepath.Join(root, "config", "policy", "deletion_protection.yaml"))
+	if err != nil {
+		return err
+	}
+	policy.Name, binding.Name, binding.Spec.PolicyName = PolicyName, PolicyName, PolicyName
+	if err := createOrReplace(ctx, c, policy, &admissionregistrationv1.ValidatingAdmissionPolicy{}); err != nil {
+		return err
+	}
+	return createOrReplace(ctx, c, binding, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+}
+
+// readPolicy reads the ValidatingAdmissionPolicy and its binding from file.
+func readPolicy(file string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the admission policy: %w", err)
+	}
+	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, doc := range bytes.Split(data, []byte("\n---")) {
+		switch {
+		case bytes.Contains(doc, []byte("kind: ValidatingAdmissionPolicyBinding")):
+			binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			err = yaml.UnmarshalStrict(doc, binding)
+		case bytes.Contains(doc, []byte("kind: ValidatingAdmissionPolicy")):
+			policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			err = yaml.UnmarshalStrict(doc, policy)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading %s: %w", file, err)
+		}
+	}
+	if policy == nil || binding == nil {
+		return nil, nil, fmt.Errorf("%s lacks a ValidatingAdmissionPolicy or its binding", file)
+	}
+	return policy, binding, nil
 }
 
 // Uninstall deletes the webhook configurations Install created, so that the
