@@ -58,20 +58,20 @@ type Lease struct {
 type FailoverAction string
 
 const (
-	// FailoverNone: the primary is ready; nothing to do.
+	// FailoverNone means the primary is ready: nothing to do.
 	FailoverNone FailoverAction = "None"
-	// FailoverWait: the primary is not ready, but not for Timeout yet.
+	// FailoverWait means the primary is not ready, but not for Timeout yet.
 	FailoverWait FailoverAction = "Wait"
-	// FailoverBlocked: a failover is due but no standby may be promoted.
+	// FailoverBlocked means a failover is due but no standby may be promoted.
 	// The primary is left alone (and its lease renewed if it answers):
 	// fencing it would leave the Database with no server at all.
 	FailoverBlocked FailoverAction = "Blocked"
-	// FailoverFence: a failover is due and a candidate exists, but the old
+	// FailoverFence means a failover is due and a candidate exists, but the old
 	// primary may still be writable. The controller stops renewing the
 	// lease, asks the old primary's agent to fence, and tells the
 	// candidate's agent to stop streaming, then decides again.
 	FailoverFence FailoverAction = "Fence"
-	// FailoverPromote: the old primary is fenced, or its lease has run out
+	// FailoverPromote means the old primary is fenced, or its lease has run out
 	// and the candidate has left it for long enough; promote Candidate.
 	FailoverPromote FailoverAction = "Promote"
 )

@@ -10,18 +10,18 @@ import (
 type RollAction string
 
 const (
-	// RollDone: every pod runs the StatefulSet's update revision.
+	// RollDone means every pod runs the StatefulSet's update revision.
 	RollDone RollAction = "Done"
-	// RollWait: a pod is not ready or is being deleted; wait for it.
+	// RollWait means a pod is not ready or is being deleted; wait for it.
 	RollWait RollAction = "Wait"
-	// RollRestart: delete Pod so that the StatefulSet controller recreates
+	// RollRestart means: delete Pod so that the StatefulSet controller recreates
 	// it from the new template (update strategy OnDelete).
 	RollRestart RollAction = "Restart"
-	// RollSwitchover: only the primary is outdated; switch over to Pod,
+	// RollSwitchover means only the primary is outdated: switch over to Pod,
 	// an up-to-date standby, after which the old primary is a standby to
 	// restart.
 	RollSwitchover RollAction = "Switchover"
-	// RollBlocked: only the primary is outdated and no up-to-date standby
+	// RollBlocked means only the primary is outdated and no up-to-date standby
 	// may take over.
 	RollBlocked RollAction = "Blocked"
 )
