@@ -47,10 +47,13 @@ func (p FailoverPolicy) Validate() error {
 // Lease is the operator's record of the primary lease it grants the
 // primary's agent.
 type Lease struct {
-	// RenewedAt is when the operator sent its last renewal that the agent
-	// acknowledged, taken before sending, so the agent's own lease can only
-	// end earlier. A controller that has just started does not know, and
-	// must use its start time.
+	// RenewedAt is when the last renewal attempt that may have reached the
+	// agent ended: its answer, its error or its timeout, whichever came.
+	// The agent starts its lease when it reads the request, which is
+	// earlier, so its lease can only end before RenewedAt+LeaseTTL. A
+	// controller that has just started does not know, and must use its
+	// start time. Attempts stop once RenewLease is false; otherwise
+	// failing attempts would push RenewedAt forward for ever.
 	RenewedAt time.Time
 }
 
