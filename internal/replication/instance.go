@@ -34,11 +34,15 @@ type Instance struct {
 	Ordinal int
 	// Role is the pod's current RoleLabel value, "" when it has none.
 	Role Role
-	// Ready is the pod's Ready condition. For a pod whose node stopped
-	// reporting, the node controller sets it to False.
+	// Ready is the pod's Ready condition (not ContainersReady, which the
+	// kubelet of a lost node leaves True; the node controller sets Ready to
+	// False). The controller also reports false when the pod's agent has
+	// stopped answering: the kubelet that would notice lives on the same,
+	// possibly failed, node.
 	Ready bool
 	// ReadyChanged is when Ready last changed: the condition's
-	// lastTransitionTime, or when the controller first saw the pod missing.
+	// lastTransitionTime, when the agent first failed to answer, or when
+	// the controller first saw the pod missing.
 	ReadyChanged time.Time
 	// Terminating is true once the pod has a deletion timestamp.
 	Terminating bool
