@@ -71,8 +71,9 @@ const (
 	FailoverBlocked FailoverAction = "Blocked"
 	// FailoverFence means a failover is due and a candidate exists, but the old
 	// primary may still be writable. The controller stops renewing the
-	// lease, asks the old primary's agent to fence, and tells the
-	// candidate's agent to stop streaming, then decides again.
+	// lease, asks the old primary's agent to fence, and detaches the
+	// candidate (its WAL receiver stops and stays off, its Upstream still
+	// names the old primary), then decides again.
 	FailoverFence FailoverAction = "Fence"
 	// FailoverPromote means the old primary is fenced, or its lease has run out
 	// and the candidate has left it for long enough; promote Candidate.

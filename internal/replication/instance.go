@@ -64,8 +64,8 @@ type AgentStatus struct {
 	InRecovery bool
 	// Timeline is the server's current timeline.
 	Timeline uint32
-	// Upstream is the pod the standby is configured to stream from, "" on a
-	// primary.
+	// Upstream is the pod the standby streams from, or streamed from until
+	// the operator detached it; "" on a primary.
 	Upstream string
 	// Streaming is true while the standby's WAL receiver is streaming from
 	// Upstream.
