@@ -125,11 +125,14 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 	}
 
 	since := primary.ReadyChanged
+	state := "has not been ready since " + stamp(since)
+	if primary.Terminating {
+		state = "is being deleted"
+	}
 	if due := since.Add(p.Timeout); now.Before(due) {
 		return FailoverDecision{
-			Action: FailoverWait,
-			Reason: fmt.Sprintf("the primary %s has not been ready since %s; failover at %s",
-				c.Primary, stamp(since), stamp(due)),
+			Action:    FailoverWait,
+			Reason:    fmt.Sprintf("the primary %s %s; failover at %s", c.Primary, state, stamp(due)),
 			RecheckAt: due,
 		}
 	}
@@ -138,7 +141,7 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 	if err != nil {
 		return FailoverDecision{
 			Action: FailoverBlocked,
-			Reason: fmt.Sprintf("the primary %s has not been ready since %s, but %v", c.Primary, stamp(since), err),
+			Reason: fmt.Sprintf("the primary %s %s, but %v", c.Primary, state, err),
 		}
 	}
 	d := FailoverDecision{Action: FailoverFence, Candidate: candidate.Name}
