@@ -82,11 +82,8 @@ func NextRoll(c Cluster, now time.Time) RollStep {
 		return RollStep{Action: RollRestart, Pod: c.Primary,
 			Reason: fmt.Sprintf("restarting the only server %s into the new revision: writes pause until it is back", c.Primary)}
 	}
-	upToDate := c
-	upToDate.Instances = slices.DeleteFunc(slices.Clone(c.Instances), func(in Instance) bool {
-		return !in.UpToDate && in.Name != c.Primary
-	})
-	target, err := Candidate(upToDate, now)
+	// Every standby is up to date by now, so any candidate is.
+	target, err := Candidate(c, now)
 	if err != nil {
 		return RollStep{Action: RollBlocked, Pod: c.Primary,
 			Reason: fmt.Sprintf("the primary %s is the last pod to roll, but %v", c.Primary, err)}
