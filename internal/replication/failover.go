@@ -21,8 +21,10 @@ type FailoverPolicy struct {
 	// primary to stay.
 	LeaseTTL time.Duration
 	// Margin is added to LeaseTTL before the operator counts a silent
-	// primary as fenced: it covers the two clocks running at different
-	// rates and the agent's poll of its standbys.
+	// primary as fenced, and waited after the candidate disconnected from
+	// it: it covers the two clocks running at different rates, the fast
+	// shutdown, and the time the old primary's agent needs to see a standby
+	// gone (its reply window plus its poll period), which it must exceed.
 	Margin time.Duration
 }
 

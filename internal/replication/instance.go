@@ -70,9 +70,11 @@ type AgentStatus struct {
 	// Streaming is true while the standby's WAL receiver is streaming from
 	// Upstream.
 	Streaming bool
-	// LastStreamed is when the standby last received WAL or a keepalive
-	// from Upstream (the agent reports an age, the controller subtracts it
-	// from its own clock). Zero means never.
+	// LastStreamed is the last moment the standby's WAL receiver was
+	// connected to Upstream: the observation time while it still is. After
+	// it the standby sent Upstream no reply, so Upstream cannot count it as
+	// streaming. The agent reports an age; the controller subtracts it from
+	// its own clock. Zero means never.
 	LastStreamed time.Time
 	// ReceiveLSN is pg_last_wal_receive_lsn() on a standby: the end of the
 	// WAL it has received and flushed.
