@@ -1,0 +1,17 @@
+// Package replication decides, for a PostgreSQL Database run as one
+// primary and streaming hot standbys on one StatefulSet, what the operator
+// does next: which standby to promote, when a failover is due and when it
+// is safe, which pods to relabel and in what order, which pod a rolling
+// change restarts next, which pods a scale-down removes, and which
+// replication slots the primary needs.
+//
+// The package is pure: it reads no client, clock or environment. The
+// controller observes the pods and their instance agents, passes what it
+// saw as a Cluster together with the current time, and carries out the
+// decision; every function returns a reason sentence for Events and
+// condition messages. docs/replication.md describes the design these
+// decisions belong to.
+//
+// Write-ahead log locations are LSN values, parsed from and printed in
+// PostgreSQL's own "16/B374D848" form.
+package replication

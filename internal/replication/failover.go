@@ -1,0 +1,180 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// FailoverPolicy holds the timings of an unplanned change of primary.
+type FailoverPolicy struct {
+	// Timeout is how long the primary must have been not ready before a
+	// failover starts (spec.failoverTimeout).
+	Timeout time.Duration
+	// MaxStreamGap is how long before the primary stopped being ready a
+	// standby may have stopped streaming and still be promoted: its stream
+	// may break a little before the primary's pod is reported not ready.
+	MaxStreamGap time.Duration
+	// LeaseTTL is how long the primary's agent keeps the server writable
+	// after the last lease renewal it received, unless every standby is
+	// streaming from it. The operator renews the lease while it wants the
+	// primary to stay.
+	LeaseTTL time.Duration
+	// Margin is added to LeaseTTL before the operator counts a silent
+	// primary as fenced, and waited after the candidate disconnected from
+	// it: it covers the two clocks running at different rates, the fast
+	// shutdown, and the time the old primary's agent needs to see a standby
+	// gone (its reply window plus its poll period), which it must exceed.
+	Margin time.Duration
+}
+
+// Validate reports a policy whose timings cannot be safe.
+func (p FailoverPolicy) Validate() error {
+	var errs []error
+	if p.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("failover timeout %v must be positive", p.Timeout))
+	}
+	if p.LeaseTTL <= 0 {
+		errs = append(errs, fmt.Errorf("lease TTL %v must be positive", p.LeaseTTL))
+	}
+	if p.Margin <= 0 {
+		errs = append(errs, fmt.Errorf("margin %v must be positive", p.Margin))
+	}
+	if p.MaxStreamGap < 0 {
+		errs = append(errs, fmt.Errorf("max stream gap %v may not be negative", p.MaxStreamGap))
+	}
+	return errors.Join(errs...)
+}
+
+// Lease is the operator's record of the primary lease it grants the
+// primary's agent.
+type Lease struct {
+	// RenewedAt is when the last renewal attempt that may have reached the
+	// agent ended: its answer, its error or its timeout, whichever came.
+	// The agent starts its lease when it reads the request, which is
+	// earlier, so its lease can only end before RenewedAt+LeaseTTL. A
+	// controller that has just started does not know, and must use its
+	// start time. Attempts stop once RenewLease is false; otherwise
+	// failing attempts would push RenewedAt forward for ever.
+	RenewedAt time.Time
+}
+
+// FailoverAction is what the controller does about the primary.
+type FailoverAction string
+
+const (
+	// FailoverNone means the primary is ready: nothing to do.
+	FailoverNone FailoverAction = "None"
+	// FailoverWait means the primary is not ready, but not for Timeout yet.
+	FailoverWait FailoverAction = "Wait"
+	// FailoverBlocked means a failover is due but no standby may be promoted.
+	// The primary is left alone (and its lease renewed if it answers):
+	// fencing it would leave the Database with no server at all.
+	FailoverBlocked FailoverAction = "Blocked"
+	// FailoverFence means a failover is due and a candidate exists, but the old
+	// primary may still be writable. The controller stops renewing the
+	// lease, asks the old primary's agent to fence, and detaches the
+	// candidate (its WAL receiver stops and stays off, its Upstream still
+	// names the old primary), then decides again.
+	FailoverFence FailoverAction = "Fence"
+	// FailoverPromote means the old primary is fenced, or its lease has run out
+	// and the candidate has left it for long enough; promote Candidate.
+	FailoverPromote FailoverAction = "Promote"
+)
+
+// FailoverDecision is the outcome of DecideFailover.
+type FailoverDecision struct {
+	// Action is what to do.
+	Action FailoverAction
+	// Candidate is the standby to promote: set for FailoverFence and
+	// FailoverPromote.
+	Candidate string
+	// Reason is a sentence for an Event or a condition message.
+	Reason string
+	// RecheckAt is when the decision may change without any watched object
+	// changing; zero when only a change of the observed state can change it.
+	RecheckAt time.Time
+}
+
+// RenewLease reports whether the controller may renew the primary's lease
+// under this decision: yes unless a failover has begun.
+func (d FailoverDecision) RenewLease() bool {
+	return d.Action != FailoverFence && d.Action != FailoverPromote
+}
+
+// DecideFailover decides, at now, whether c's primary must be replaced and
+// how far the replacement may go. It never promotes while the old primary
+// may still accept writes: only when the old primary's agent has
+// acknowledged a fence, or when the operator has not renewed the primary's
+// lease for LeaseTTL+Margin and the candidate has not streamed from the old
+// primary for Margin, which together mean that an old primary still running
+// has fenced itself.
+//
+// The primary must be among c.Instances even when its pod is missing: the
+// controller passes it as not ready, with ReadyChanged set to when it first
+// saw the pod missing.
+func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) FailoverDecision {
+	if c.Primary == "" {
+		return FailoverDecision{Action: FailoverNone, Reason: "no primary has been promoted yet"}
+	}
+	primary := c.instance(c.Primary)
+	if primary == nil {
+		return FailoverDecision{Action: FailoverWait,
+			Reason: fmt.Sprintf("the primary %s has not been observed", c.Primary)}
+	}
+	if primary.Ready && !primary.Terminating {
+		return FailoverDecision{Action: FailoverNone, Reason: fmt.Sprintf("the primary %s is ready", c.Primary)}
+	}
+
+	since := primary.ReadyChanged
+	state := "has not been ready since " + stamp(since)
+	if primary.Terminating {
+		state = "is being deleted"
+	}
+	if due := since.Add(p.Timeout); now.Before(due) {
+		return FailoverDecision{
+			Action:    FailoverWait,
+			Reason:    fmt.Sprintf("the primary %s %s; failover at %s", c.Primary, state, stamp(due)),
+			RecheckAt: due,
+		}
+	}
+
+	candidate, err := Candidate(c, since.Add(-p.MaxStreamGap))
+	if err != nil {
+		return FailoverDecision{
+			Action: FailoverBlocked,
+			Reason: fmt.Sprintf("the primary %s %s, but %v", c.Primary, state, err),
+		}
+	}
+	d := FailoverDecision{Action: FailoverFence, Candidate: candidate.Name}
+
+	if primary.Agent != nil && primary.Agent.Fenced {
+		d.Action = FailoverPromote
+		d.Reason = fmt.Sprintf("promoting %s: the old primary %s acknowledged its fence", candidate.Name, c.Primary)
+		return d
+	}
+	if expiry := lease.RenewedAt.Add(p.LeaseTTL + p.Margin); now.Before(expiry) {
+		d.Reason = fmt.Sprintf("fencing the old primary %s before promoting %s: its lease runs out at %s",
+			c.Primary, candidate.Name, stamp(expiry))
+		d.RecheckAt = expiry
+		return d
+	}
+	if a := candidate.Agent; a.Streaming {
+		d.Reason = fmt.Sprintf("%s still streams from the old primary %s: detaching it before promotion",
+			candidate.Name, c.Primary)
+		d.RecheckAt = now.Add(p.Margin)
+		return d
+	} else if left := a.LastStreamed.Add(p.Margin); now.Before(left) {
+		d.Reason = fmt.Sprintf("%s left the old primary %s at %s: promoting it at %s, once the old primary has seen it go",
+			candidate.Name, c.Primary, stamp(a.LastStreamed), stamp(left))
+		d.RecheckAt = left
+		return d
+	}
+	d.Action = FailoverPromote
+	d.Reason = fmt.Sprintf("promoting %s: the lease of the old primary %s ran out at %s",
+		candidate.Name, c.Primary, stamp(lease.RenewedAt.Add(p.LeaseTTL+p.Margin)))
+	return d
+}
+
+// stamp formats a time for a reason: UTC, to the second.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,117 @@
+package replication
+
+import (
+	"cmp"
+	"time"
+)
+
+// Role is the value of a pod's RoleLabel: what the operator has decided the
+// pod is. The Services select on it: the client Service selects
+// RolePrimary, the read-only Service selects RoleReplica.
+type Role string
+
+const (
+	// RoleLabel is the label the operator sets on every pod of a
+	// replicated Database.
+	RoleLabel = "dbkeeper.io/role"
+
+	// RolePrimary marks the one pod that accepts writes.
+	RolePrimary Role = "primary"
+	// RoleReplica marks a pod that is not the primary: a streaming standby,
+	// or a former primary that is fenced or rejoining.
+	RoleReplica Role = "replica"
+)
+
+// Instance is what the controller observed of one pod of the Database and
+// of the instance agent inside it, at one moment. The controller fills it
+// from the Pod object (name, ordinal, labels, Ready condition, deletion
+// timestamp, revision) and from the agent's status answer; times are on the
+// controller's clock.
+type Instance struct {
+	// Name is the pod's name, <database>-<ordinal>.
+	Name string
+	// Ordinal is the pod's StatefulSet ordinal.
+	Ordinal int
+	// Role is the pod's current RoleLabel value, "" when it has none.
+	Role Role
+	// Ready is the pod's Ready condition (not ContainersReady, which the
+	// kubelet of a lost node leaves True; the node controller sets Ready to
+	// False). The controller also reports false when the pod's agent has
+	// stopped answering: the kubelet that would notice lives on the same,
+	// possibly failed, node.
+	Ready bool
+	// ReadyChanged is when Ready last changed: the condition's
+	// lastTransitionTime, when the agent first failed to answer, or when
+	// the controller first saw the pod missing.
+	ReadyChanged time.Time
+	// Terminating is true once the pod has a deletion timestamp.
+	Terminating bool
+	// UpToDate is true when the pod runs the StatefulSet's update revision.
+	UpToDate bool
+	// Agent is the instance agent's answer, nil when it did not answer.
+	Agent *AgentStatus
+}
+
+// AgentStatus is the instance agent's report on the PostgreSQL server in its
+// pod.
+type AgentStatus struct {
+	// Fenced is true when the agent has stopped the server and will not
+	// start it again as a primary: the acknowledgement of a fence request,
+	// or the result of the agent fencing itself when its primary lease ran
+	// out.
+	Fenced bool
+	// InRecovery is pg_is_in_recovery(): true on a standby.
+	InRecovery bool
+	// Timeline is the server's current timeline.
+	Timeline uint32
+	// Upstream is the pod the standby streams from, or streamed from until
+	// the operator detached it; "" on a primary.
+	Upstream string
+	// Streaming is true while the standby's WAL receiver is streaming from
+	// Upstream.
+	Streaming bool
+	// LastStreamed is the last moment the standby's WAL receiver was
+	// connected to Upstream: the observation time while it still is. After
+	// it the standby sent Upstream no reply, so Upstream cannot count it as
+	// streaming. The agent reports an age; the controller subtracts it from
+	// its own clock. Zero means never.
+	LastStreamed time.Time
+	// ReceiveLSN is pg_last_wal_receive_lsn() on a standby: the end of the
+	// WAL it has received and flushed.
+	ReceiveLSN LSN
+	// ReplayLSN is pg_last_wal_replay_lsn() on a standby.
+	ReplayLSN LSN
+	// CurrentLSN is pg_current_wal_lsn() on a primary.
+	CurrentLSN LSN
+}
+
+// Position is how far the standby's data will reach once promoted: the
+// further of what it has received and what it has replayed. Promotion
+// replays every received record before the server accepts writes, so a
+// received but not yet replayed record is not lost.
+func (a *AgentStatus) Position() LSN { return max(a.ReceiveLSN, a.ReplayLSN) }
+
+// Cluster is the observed state of a replicated Database: its instances and
+// the primary recorded in its status.
+type Cluster struct {
+	// Primary is status.currentPrimary: the pod that was last promoted.
+	Primary string
+	// Timeline is the primary's timeline as last observed, 0 when unknown.
+	// A standby on another timeline has not followed the latest promotion.
+	Timeline uint32
+	// Instances are the Database's pods, in any order.
+	Instances []Instance
+}
+
+// instance returns the instance named name, or nil.
+func (c Cluster) instance(name string) *Instance {
+	for i := range c.Instances {
+		if c.Instances[i].Name == name {
+			return &c.Instances[i]
+		}
+	}
+	return nil
+}
+
+// byOrdinal orders instances by ordinal, lowest first.
+func byOrdinal(a, b Instance) int { return cmp.Compare(a.Ordinal, b.Ordinal) }
