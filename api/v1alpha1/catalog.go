@@ -49,17 +49,30 @@ type EngineInfo struct {
 	DataDir string
 	// UID is the user and group id the official image runs the server as.
 	UID int64
-	// MaxReplicas is the most replicas dbkeeper runs for the engine.
+	// MaxReplicas is the most replicas dbkeeper runs for the engine. It is
+	// 1 until dbkeeper runs the engine's replication: without it, more
+	// replicas would be independent servers, each with its own data, behind
+	// one Service. The CRD carries the same limit (see TestCRDReplicasLimit).
 	MaxReplicas int32
+	// MaxReplicasReason says why MaxReplicas is what it is, for the error
+	// that refuses more.
+	MaxReplicasReason string
 	// OwnedParameters are the settings dbkeeper sets itself; users may not
 	// set them in spec.parameters.
 	OwnedParameters []string
-	// MaxIdentifierLength is the longest database or user name the engine
-	// accepts.
+	// MaxDatabaseNameLength and MaxUsernameLength are the longest database
+	// and user names the engine accepts.
 	MaxDatabaseNameLength, MaxUsernameLength int
 	// ReservedDatabaseNames and ReservedUsernames are names that belong to
 	// the engine itself.
 	ReservedDatabaseNames, ReservedUsernames []string
+}
+
+// noReplication is the reason an engine without replication runs one
+// replica.
+func noReplication(engine Engine) string {
+	return "dbkeeper does not run replication for " + string(engine) +
+		" yet, and more replicas would be independent servers with diverging data behind one Service"
 }
 
 func day(year int, month time.Month, d int) time.Time {
@@ -85,7 +98,8 @@ var catalog = []EngineInfo{
 		MountPath:             "/var/lib/postgresql/data",
 		DataDir:               "/var/lib/postgresql/data/pgdata",
 		UID:                   999,
-		MaxReplicas:           9,
+		MaxReplicas:           1,
+		MaxReplicasReason:     noReplication(EnginePostgres),
 		OwnedParameters:       []string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,
@@ -105,7 +119,8 @@ var catalog = []EngineInfo{
 		MountPath:             "/var/lib/mysql",
 		DataDir:               "/var/lib/mysql",
 		UID:                   999,
-		MaxReplicas:           9,
+		MaxReplicas:           1,
+		MaxReplicasReason:     noReplication(EngineMySQL),
 		OwnedParameters:       []string{"bind-address", "datadir", "port", "socket", "user"},
 		MaxDatabaseNameLength: 64,
 		MaxUsernameLength:     32,

@@ -52,4 +52,8 @@ const (
 	// ReasonStorageResizeFailed: a data volume could not grow, typically
 	// because its StorageClass does not allow volume expansion.
 	ReasonStorageResizeFailed = "StorageResizeFailed"
+	// ReasonControlledByOther: a child's name is taken by an object that
+	// another object controls; dbkeeper never takes it over, so a human must
+	// delete it or rename the Database. Not retried.
+	ReasonControlledByOther = "ControlledByOther"
 )

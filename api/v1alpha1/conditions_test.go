@@ -14,7 +14,7 @@ func TestConditionNamesAreValid(t *testing.T) {
 		ConditionCredentialsReady, ConditionServicesReady, ConditionStatefulSetReady,
 		ReasonReconciled, ReasonProgressing, ReasonInvalidSpec, ReasonApplyFailed, ReasonRollingOut,
 		ReasonWaitingForReplicas, ReasonReplicasReady, ReasonImagePullFailed, ReasonCrashLooping,
-		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed,
+		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed, ReasonControlledByOther,
 	}
 	seen := map[string]bool{}
 	for _, n := range names {

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -63,7 +64,7 @@ func TestCRD(t *testing.T) {
 		in := &dbv1.Database{
 			ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
 			Spec: dbv1.DatabaseSpec{
-				Engine: dbv1.EnginePostgres, Version: "17", Replicas: ptr.To[int32](3),
+				Engine: dbv1.EnginePostgres, Version: "17", Replicas: ptr.To[int32](1),
 				Storage:      dbv1.StorageSpec{Size: &size, StorageClassName: ptr.To("fast")},
 				DatabaseName: "shop", Username: "shop", Port: ptr.To[int32](5432),
 				Parameters:     map[string]string{"max_connections": "200"},
@@ -77,7 +78,7 @@ func TestCRD(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(in), out); err != nil {
 			t.Fatal(err)
 		}
-		if out.Spec.Storage.Size.Cmp(size) != 0 || *out.Spec.Replicas != 3 || out.Spec.Parameters["max_connections"] != "200" ||
+		if out.Spec.Storage.Size.Cmp(size) != 0 || *out.Spec.Replicas != 1 || out.Spec.Parameters["max_connections"] != "200" ||
 			*out.Spec.Storage.StorageClassName != "fast" || !out.Spec.DeletionProtection || out.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete {
 			t.Errorf("spec changed on the way: %+v", out.Spec)
 		}
@@ -102,7 +103,7 @@ func TestCRD(t *testing.T) {
 		if got.Generation != generation || got.Status.Phase != dbv1.PhaseReady || got.Spec.Engine != dbv1.EngineMySQL {
 			t.Errorf("generation %d (was %d), phase %q, engine %q", got.Generation, generation, got.Status.Phase, got.Spec.Engine)
 		}
-		got.Spec.Replicas = ptr.To[int32](2)
+		got.Spec.Parameters = map[string]string{"work_mem": "8MB"}
 		if err := c.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
@@ -124,6 +125,62 @@ func TestCRD(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the schema alone refuses more than one replica, naming the reason", func(t *testing.T) {
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "three", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
+		err := c.Create(ctx, db)
+		want := `Database.dbkeeper.io "three" is invalid: spec.replicas: Invalid value: 3: must be 1: ` +
+			`dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service`
+		if err == nil || err.Error() != want {
+			t.Errorf("creating a Database with three replicas:\n got  %v\n want %s", err, want)
+		}
+	})
+
+	t.Run("a Database stored with three replicas can still be labelled and deleted", func(t *testing.T) {
+		// Store it as a CRD without the rule (an earlier dbkeeper's) did,
+		// then put the rule back: validation ratcheting lets updates that
+		// leave spec.replicas as it is through.
+		key := client.ObjectKey{Namespace: "default", Name: "stored-three"}
+		threeReplicas := func(name string) *dbv1.Database {
+			return &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: key.Namespace},
+				Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
+		}
+		var rules apiextensionsv1.ValidationRules
+		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { rules, p.XValidations = p.XValidations, nil })
+		}, func() error { return c.Create(ctx, threeReplicas("probe"), client.DryRunAll) })
+		if err := c.Create(ctx, threeReplicas(key.Name)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
+		}, func() error {
+			if c.Create(ctx, threeReplicas("probe"), client.DryRunAll) == nil {
+				return errors.New("three replicas are still admitted")
+			}
+			return nil
+		})
+
+		db := &dbv1.Database{}
+		if err := c.Get(ctx, key, db); err != nil {
+			t.Fatal(err)
+		}
+		db.Labels = map[string]string{"team": "shop"}
+		if err := c.Update(ctx, db); err != nil {
+			t.Errorf("adding a label: %v", err)
+		}
+		db.Spec.Replicas = ptr.To[int32](4)
+		if err := c.Update(ctx, db); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas: Invalid value") {
+			t.Errorf("changing replicas to 4 was not refused on spec.replicas: %v", err)
+		}
+		if err := c.Delete(ctx, db); err != nil {
+			t.Errorf("deleting: %v", err)
+		}
+	})
+
+	t.Run("transition rules hold without the webhooks", func(t *testing.T) { testTransitionRules(t, c) })
+	t.Run("deletionProtection holds without the webhooks", func(t *testing.T) { testDeletionProtectionPolicy(t, c) })
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
 		path := testenv.AdminKubeconfig(t, env)
@@ -150,6 +207,9 @@ func TestCRD(t *testing.T) {
 		explain := kubectl("explain", "database.spec.deletionPolicy")
 		if !strings.Contains(explain, "Retain keeps the PersistentVolumeClaims") {
 			t.Errorf("kubectl explain does not show the field documentation:\n%s", explain)
+		}
+		if explain := kubectl("explain", "database.spec.replicas"); !strings.Contains(explain, "Defaults to 1, and must be 1") {
+			t.Errorf("kubectl explain does not say that replicas must be 1:\n%s", explain)
 		}
 	})
 }

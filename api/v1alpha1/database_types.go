@@ -67,6 +67,21 @@ type StorageSpec struct {
 }
 
 // DatabaseSpec is the desired state of a Database.
+//
+// The transition rules below hold the changes dbkeeper refuses where its
+// webhooks are not installed. A field left unset counts as its default
+// (engine postgres, version 17 for postgres and 8.4 for mysql,
+// databaseName and username app, storage size 1Gi), as the webhooks and
+// the reconciler default it; TestCRDTransitionRulesMatchTheDefaults keeps
+// them in step with the catalog.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') == (has(oldSelf.engine) ? oldSelf.engine : 'postgres')",messageExpression=`'field is immutable (was ' + (has(oldSelf.engine) ? oldSelf.engine : 'postgres') + '): create a new Database with the other engine and migrate the data'`,fieldPath=".engine",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') != (has(oldSelf.engine) ? oldSelf.engine : 'postgres') || semver(has(self.version) ? self.version : ((has(self.engine) ? self.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true).compareTo(semver(has(oldSelf.version) ? oldSelf.version : ((has(oldSelf.engine) ? oldSelf.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true)) >= 0",message="may not be decreased: the engine cannot open a data directory of a newer version; create a new Database with the older version and restore a backup into it",fieldPath=".version",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') != 'postgres' || (has(oldSelf.engine) ? oldSelf.engine : 'postgres') != 'postgres' || semver(has(self.version) ? self.version : '17', true).compareTo(semver(has(oldSelf.version) ? oldSelf.version : '17', true)) <= 0",message="may not change to a newer major version: postgres cannot upgrade a data directory in place; create a new Database with the new version and migrate the data with pg_dump and pg_restore, or pg_upgrade",fieldPath=".version",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.databaseName) ? self.databaseName : 'app') == (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app') + '")'`,fieldPath=".databaseName",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.username) ? self.username : 'app') == (has(oldSelf.username) ? oldSelf.username : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.username) ? oldSelf.username : 'app') + '")'`,fieldPath=".username",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || size(oldSelf.storage.storageClassName) == 0 || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",messageExpression=`'field is immutable once set (was "' + oldSelf.storage.storageClassName + '")'`,fieldPath=".storage.storageClassName",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!isQuantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') || !isQuantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') || quantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi').compareTo(quantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi')) >= 0",messageExpression=`'may not be decreased (from ' + (has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') + ' to ' + (has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') + ')'`,fieldPath=".storage.size",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
 	// Immutable.
@@ -90,11 +105,13 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// replicas is the number of database pods. Defaults to 1. Each replica
-	// is an independent server with its own volume.
+	// replicas is the number of database pods. Defaults to 1, and must be 1
+	// for now: dbkeeper does not run replication yet, and more replicas
+	// would be independent servers with diverging data behind one Service.
+	// A Database stored with more is Stalled until it is set back to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:validation:XValidation:rule="self <= 1",message="must be 1: dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// storage configures the data volume of each replica.

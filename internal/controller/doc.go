@@ -2,4 +2,23 @@
 // guards against an invalid spec, applies the desired credentials Secret,
 // Services and StatefulSet (writing only what differs from what dbkeeper
 // already owns), and reports progress as kstatus conditions.
+//
+// The files follow one reconcile:
+//
+//   - setup.go: the reconciler, its watches and the cache it reads from.
+//   - reconcile.go: Reconcile, its scope, and the order of the children.
+//   - result.go: what a reconcile returns: retry, wait, or stop for good.
+//   - apply.go: finding, creating and updating one child.
+//   - secret.go, services.go, statefulset.go: one file per kind of child,
+//     each returning what it observed.
+//   - pods.go: the pods' problems, and which pod events matter.
+//   - observation.go, status.go, conditions.go: what a reconcile observed,
+//     and the status computed from it alone by pure functions.
+//   - status_writer.go: the one status write per reconcile, and the
+//     bookkeeping that skips a reconcile ahead of the cache.
+//   - expectations.go: children created and not yet in the cache.
+//   - events.go: one Event per reconcile for its writes.
+//   - finalizer.go: deleting the volumes of a Database with
+//     deletionPolicy Delete.
+//   - metrics.go: the child writes and the Databases by phase.
 package controller

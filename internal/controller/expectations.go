@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -23,13 +24,13 @@ type createdChildren struct {
 }
 
 type createdKey struct {
-	kind string
+	kind schema.GroupVersionKind
 	key  client.ObjectKey
 }
 
 // add remembers that kind key was just created, and forgets the children
 // created longer than createdTTL ago.
-func (c *createdChildren) add(kind string, key client.ObjectKey) {
+func (c *createdChildren) add(kind schema.GroupVersionKind, key client.ObjectKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -45,7 +46,7 @@ func (c *createdChildren) add(kind string, key client.ObjectKey) {
 }
 
 // seen forgets kind key: the cache shows it.
-func (c *createdChildren) seen(kind string, key client.ObjectKey) {
+func (c *createdChildren) seen(kind schema.GroupVersionKind, key client.ObjectKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.at, createdKey{kind, key})
@@ -53,61 +54,9 @@ func (c *createdChildren) seen(kind string, key client.ObjectKey) {
 
 // recently reports whether kind key was created less than createdTTL ago
 // and the cache has not shown it since.
-func (c *createdChildren) recently(kind string, key client.ObjectKey) bool {
+func (c *createdChildren) recently(kind schema.GroupVersionKind, key client.ObjectKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.at[createdKey{kind, key}]
 	return ok && time.Since(t) <= createdTTL
-}
-
-// statusWrites remembers, per Database, the resourceVersions of its last
-// status write: the one it replaced and the one it made. While the cache
-// still shows the replaced one, it has not caught up with the write, and a
-// status computed from it can be neither trusted nor written (the write
-// would be refused as a conflict). The update event of the write itself
-// carries nothing new and needs no reconcile. The zero value is ready to
-// use.
-type statusWrites struct {
-	mu     sync.Mutex
-	writes map[client.ObjectKey]statusWrite
-}
-
-type statusWrite struct {
-	replaced, written string
-}
-
-// wrote remembers that a status write of key turned resourceVersion
-// replaced into written.
-func (w *statusWrites) wrote(key client.ObjectKey, replaced, written string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.writes == nil {
-		w.writes = map[client.ObjectKey]statusWrite{}
-	}
-	w.writes[key] = statusWrite{replaced: replaced, written: written}
-}
-
-// behind reports whether resourceVersion, the cached one of key, is the one
-// the last status write replaced.
-func (w *statusWrites) behind(key client.ObjectKey, resourceVersion string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.writes[key]
-	return ok && last.replaced == resourceVersion
-}
-
-// echo reports whether resourceVersion of key is the one the last status
-// write made.
-func (w *statusWrites) echo(key client.ObjectKey, resourceVersion string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.writes[key]
-	return ok && last.written == resourceVersion
-}
-
-// forget drops key, a Database that is gone.
-func (w *statusWrites) forget(key client.ObjectKey) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.writes, key)
 }

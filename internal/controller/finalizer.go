@@ -68,7 +68,7 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 	// The StatefulSet first, so that no claim is created any more.
 	sts := &appsv1.StatefulSet{}
 	key := client.ObjectKey{Namespace: db.Namespace, Name: desired.StatefulSetName(db)}
-	found, err := r.getCached(ctx, "StatefulSet", key, sts)
+	found, err := r.getCached(ctx, key, sts)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -78,7 +78,7 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 			if client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, fmt.Errorf("deleting StatefulSet %s: %w", sts.Name, err)
 			}
-			s.wrote("Deleted", "StatefulSet", sts.Name, "deleted StatefulSet "+sts.Name)
+			s.wrote("Deleted", r.kindOf(sts), sts.Name, "deleted StatefulSet "+sts.Name)
 		}
 		return ctrl.Result{RequeueAfter: claimsSettleDelay}, nil
 	}
@@ -99,7 +99,7 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 		deleted = append(deleted, c.Name)
 	}
 	if len(deleted) > 0 {
-		s.wrote("Deleted", "PersistentVolumeClaim", deleted[0], "deleted PersistentVolumeClaim "+strings.Join(deleted, ", ")+" (deletionPolicy Delete)")
+		s.wrote("Deleted", r.kindOf(&claims.Items[0]), deleted[0], "deleted PersistentVolumeClaim "+strings.Join(deleted, ", ")+" (deletionPolicy Delete)")
 	}
 
 	if err := r.setFinalizer(ctx, db, false); err != nil && !apierrors.IsNotFound(err) {

@@ -14,7 +14,7 @@ import (
 // childWrites counts the writes to children by kind and operation.
 var childWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "dbkeeper_child_writes_total",
-	Help: "Writes of Database children by kind (Secret, Service, StatefulSet) and operation (create, update).",
+	Help: "Writes of Database children by kind (Secret, Service, StatefulSet, PersistentVolumeClaim) and operation (create, update).",
 }, []string{"kind", "operation"})
 
 func init() {

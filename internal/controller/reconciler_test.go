@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 const waitTimeout = 20 * time.Second
@@ -38,14 +37,12 @@ func condition(db *dbv1.Database, conditionType string) string {
 // TestReconciler drives the controller against the real API server. envtest
 // runs no controller-manager, so StatefulSet and Pod status are set by hand.
 func TestReconciler(t *testing.T) {
-	f := newFixture(t)
-	f.createNamespace("shop")
+	f := newEnv(t, "shop")
+	ns := f.namespace
 	f.startManager(controller.Options{})
 	ctx := context.Background()
-	key := client.ObjectKey{Namespace: "shop", Name: "orders"}
-
-	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
-		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](2)}}
+	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres), fixture.WithReplicas(1))
+	key := client.ObjectKeyFromObject(db)
 	f.counter.reset()
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -68,7 +65,7 @@ func TestReconciler(t *testing.T) {
 		children["orders/sts"] = sts
 		for name, obj := range children {
 			if name != "orders/sts" {
-				if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); err != nil {
+				if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
@@ -96,7 +93,7 @@ func TestReconciler(t *testing.T) {
 		// for, so that no password is generated over an existing one. (A
 		// reconcile ahead of its cache may read a child it just created:
 		// that read finds it.)
-		want := "GET /api/v1/namespaces/shop/secrets/orders-credentials 404"
+		want := "GET /api/v1/namespaces/" + ns + "/secrets/orders-credentials 404"
 		var missed []string
 		for _, read := range f.counter.getReads() {
 			if strings.HasSuffix(read, " 404") {
@@ -112,7 +109,7 @@ func TestReconciler(t *testing.T) {
 		var event *eventsv1.Event
 		f.eventually("the Event of the creation", func() string {
 			events := &eventsv1.EventList{}
-			if err := f.client.List(ctx, events, client.InNamespace("shop")); err != nil {
+			if err := f.client.List(ctx, events, client.InNamespace(ns)); err != nil {
 				return err.Error()
 			}
 			if len(events.Items) == 0 {
@@ -148,8 +145,8 @@ func TestReconciler(t *testing.T) {
 			if !meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionReady) || got.Status.Phase != dbv1.PhaseReady {
 				return "phase " + string(got.Status.Phase) + ", " + condition(got, dbv1.ConditionReady)
 			}
-			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "2/2" ||
-				got.Status.Endpoint != "orders.shop.svc:5432" || got.Status.SecretName != "orders-credentials" ||
+			if got.Status.ObservedGeneration != got.Generation || got.Status.Ready != "1/1" ||
+				got.Status.Endpoint != "orders."+ns+".svc:5432" || got.Status.SecretName != "orders-credentials" ||
 				got.Status.Image != "docker.io/library/postgres:17.6" {
 				return fmt.Sprintf("status %+v", got.Status)
 			}
@@ -159,7 +156,7 @@ func TestReconciler(t *testing.T) {
 
 	t.Run("observedGeneration follows a spec change", func(t *testing.T) {
 		got := f.database(key)
-		got.Spec.Replicas = ptr.To[int32](3)
+		got.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
 		if err := f.client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
@@ -171,18 +168,21 @@ func TestReconciler(t *testing.T) {
 			}
 			return ""
 		})
-		f.eventually("the StatefulSet scaled", func() string {
+		f.eventually("the StatefulSet changed", func() string {
 			sts := &appsv1.StatefulSet{}
-			if err := f.client.Get(ctx, key, sts); err != nil || *sts.Spec.Replicas != 3 {
-				return fmt.Sprintf("%v %v", err, sts.Spec.Replicas)
+			if err := f.client.Get(ctx, key, sts); err != nil || len(sts.Spec.Template.Spec.Containers) == 0 {
+				return fmt.Sprintf("%v %v", err, sts.Spec.Template.Spec.Containers)
+			}
+			if cpu := sts.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu(); cpu.String() != "250m" {
+				return "cpu request " + cpu.String()
 			}
 			return ""
 		})
 		f.markStatefulSetReady(key)
-		f.eventually("Ready at 3 replicas", func() string {
+		f.eventually("Ready at the new generation", func() string {
 			got := f.database(key)
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionReady)
-			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "3/3" {
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != generation || got.Status.Ready != "1/1" {
 				return condition(got, dbv1.ConditionReady) + " ready " + got.Status.Ready
 			}
 			return ""
@@ -190,19 +190,22 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("no child is written at steady state", func(t *testing.T) {
-		time.Sleep(time.Second) // let the events of the last writes drain
+		// Ready was written by the last reconcile, after its writes to
+		// children: none is under way.
 		f.counter.reset()
 		got := f.database(key)
 		got.Annotations = map[string]string{"example.com/touched": "1"}
+		since := f.reconciles()
 		if err := f.client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		f.awaitReconciles(since, 1)
 		if w := f.counter.get(); len(w) != 0 {
 			t.Errorf("writes after an unrelated annotation: %v", w)
 		}
+		since = f.reconciles()
 		f.startManager(controller.Options{})
-		time.Sleep(5 * time.Second)
+		f.awaitReconciles(since, 1) // the namespace has one Database
 		if w := f.counter.get(); len(w) != 0 {
 			t.Errorf("writes after a manager restart: %v", w)
 		}
@@ -222,14 +225,14 @@ func TestReconciler(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc := &corev1.Service{}
-		if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, svc); err != nil {
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-headless"}, svc); err != nil {
 			t.Fatal(err)
 		}
 		delete(svc.Labels, desired.LabelComponent)
 		if err := f.client.Update(ctx, svc, client.FieldOwner("someone")); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}); err != nil {
+		if err := f.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"}}); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("drift undone", func() string {
@@ -244,13 +247,13 @@ func TestReconciler(t *testing.T) {
 				return fmt.Sprintf("another manager's annotation is gone: %v", sts.Annotations)
 			}
 			headless := &corev1.Service{}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-headless"}, headless); err != nil {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-headless"}, headless); err != nil {
 				return err.Error()
 			}
 			if headless.Labels[desired.LabelComponent] == "" {
 				return "label not restored"
 			}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders"}, &corev1.Service{}); err != nil {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders"}, &corev1.Service{}); err != nil {
 				return "client Service: " + err.Error()
 			}
 			return ""
@@ -258,7 +261,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("a Service port renumbered by another writer is restored, its other ports kept", func(t *testing.T) {
-		svcKey := client.ObjectKey{Namespace: "shop", Name: "orders"}
+		svcKey := client.ObjectKey{Namespace: ns, Name: "orders"}
 		patch := `[{"op":"replace","path":"/spec/ports/0/port","value":20000},` +
 			`{"op":"add","path":"/spec/ports/-","value":{"name":"metrics","port":9187,"protocol":"TCP","targetPort":9187}}]`
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svcKey.Namespace, Name: svcKey.Name}}
@@ -314,7 +317,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("the password survives reconciles, restarts and a user's edit", func(t *testing.T) {
-		secretKey := client.ObjectKey{Namespace: "shop", Name: "orders-credentials"}
+		secretKey := client.ObjectKey{Namespace: ns, Name: "orders-credentials"}
 		secret := &corev1.Secret{}
 		if err := f.client.Get(ctx, secretKey, secret); err != nil {
 			t.Fatal(err)
@@ -347,8 +350,7 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("an invalid Database is Stalled and gets no children", func(t *testing.T) {
-		bad := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "shop"},
-			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "12", DatabaseName: "template1"}}
+		bad := fixture.Database("bad", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres), fixture.WithVersion("12"), fixture.WithDatabaseName("template1"))
 		if err := f.client.Create(ctx, bad); err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +358,8 @@ func TestReconciler(t *testing.T) {
 			got := f.database(client.ObjectKeyFromObject(bad))
 			c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonInvalidSpec ||
-				!strings.Contains(c.Message, "spec.version") || !strings.Contains(c.Message, "spec.databaseName") || got.Status.Phase != dbv1.PhaseFailed {
+				!strings.Contains(c.Message, `spec.version: Unsupported value: "12"`) ||
+				!strings.Contains(c.Message, `spec.databaseName: Invalid value: "template1": is reserved by postgres`) || got.Status.Phase != dbv1.PhaseFailed {
 				return condition(got, dbv1.ConditionStalled)
 			}
 			return ""
@@ -366,7 +369,7 @@ func TestReconciler(t *testing.T) {
 			if _, ok := obj.(*corev1.Secret); ok {
 				name = "bad-credentials"
 			}
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, obj); !apierrors.IsNotFound(err) {
+			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
 				t.Errorf("%T %s exists for an invalid Database (err %v)", obj, name, err)
 			}
 		}
@@ -374,7 +377,7 @@ func TestReconciler(t *testing.T) {
 
 	t.Run("a pod in ImagePullBackOff makes the Database Stalled, naming the pod", func(t *testing.T) {
 		labels := desired.Labels(f.database(key), desired.ComponentDatabase)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-1", Namespace: "shop", Labels: labels},
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-1", Namespace: ns, Labels: labels},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "docker.io/library/postgres:17.6"}}}}
 		if err := f.client.Create(ctx, pod); err != nil {
 			t.Fatal(err)
@@ -398,129 +401,4 @@ func TestReconciler(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// TestDeletionPolicyDelete deletes a Database whose deletionPolicy is
-// Delete: its finalizer deletes the StatefulSet and the Database's claims,
-// and nothing else, before the Database is gone. envtest runs no garbage
-// collector and no StatefulSet controller, so the claim is made by hand.
-func TestDeletionPolicyDelete(t *testing.T) {
-	f := newFixture(t)
-	f.createNamespace("ledger")
-	f.startManager(controller.Options{})
-	ctx := context.Background()
-	retained := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "ledger"},
-		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, DeletionPolicy: dbv1.DeletionPolicyRetain}}
-	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "books", Namespace: "ledger"},
-		Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, DeletionPolicy: dbv1.DeletionPolicyDelete}}
-	for _, d := range []*dbv1.Database{retained, db} {
-		if err := f.client.Create(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key := client.ObjectKeyFromObject(db)
-	sts := &appsv1.StatefulSet{}
-	f.eventually("the StatefulSets", func() string {
-		for _, name := range []string{"books", "kept"} {
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: "ledger", Name: name}, &appsv1.StatefulSet{}); err != nil {
-				return err.Error()
-			}
-		}
-		return ""
-	})
-	if err := f.client.Get(ctx, key, sts); err != nil {
-		t.Fatal(err)
-	}
-	if got := f.database(key).Finalizers; !slices.Contains(got, controller.VolumesFinalizer) {
-		t.Errorf("finalizers of the Database with deletionPolicy Delete: %v, want %s", got, controller.VolumesFinalizer)
-	}
-	if got := f.database(client.ObjectKeyFromObject(retained)).Finalizers; len(got) != 0 {
-		t.Errorf("finalizers of the Database with deletionPolicy Retain: %v, want none", got)
-	}
-
-	// The claims the StatefulSet controller would make, and the retained
-	// Database's.
-	claim := func(set *appsv1.StatefulSet) *corev1.PersistentVolumeClaim {
-		template := set.Spec.VolumeClaimTemplates[0]
-		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
-			Namespace: set.Namespace, Name: template.Name + "-" + set.Name + "-0", Labels: map[string]string{}}, Spec: template.Spec}
-		maps.Copy(c.Labels, template.Labels)
-		maps.Copy(c.Labels, set.Spec.Selector.MatchLabels)
-		if err := f.client.Create(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	keptSTS := &appsv1.StatefulSet{}
-	if err := f.client.Get(ctx, client.ObjectKeyFromObject(retained), keptSTS); err != nil {
-		t.Fatal(err)
-	}
-	doomed, kept := claim(sts), claim(keptSTS)
-
-	if err := f.client.Delete(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	f.eventually("the Database gone, with its StatefulSet, and its claim deleting", func() string {
-		if err := f.client.Get(ctx, key, &dbv1.Database{}); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("the Database is still there (%v)", err)
-		}
-		if err := f.client.Get(ctx, key, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("the StatefulSet is still there (%v)", err)
-		}
-		// The API server's claim protection keeps it until no pod uses it.
-		c := &corev1.PersistentVolumeClaim{}
-		if err := f.client.Get(ctx, client.ObjectKeyFromObject(doomed), c); err == nil && c.DeletionTimestamp.IsZero() {
-			return "the claim is not being deleted"
-		}
-		return ""
-	})
-	c := &corev1.PersistentVolumeClaim{}
-	if err := f.client.Get(ctx, client.ObjectKeyFromObject(kept), c); err != nil || !c.DeletionTimestamp.IsZero() {
-		t.Errorf("the retained Database's claim: %v, deleting since %v", err, c.DeletionTimestamp)
-	}
-	if err := f.client.Get(ctx, client.ObjectKeyFromObject(keptSTS), &appsv1.StatefulSet{}); err != nil {
-		t.Errorf("the retained Database's StatefulSet: %v", err)
-	}
-}
-
-// TestTransientErrorsBackOff makes every Secret write fail and counts the
-// attempts: with exponential backoff they stay few instead of hot-looping.
-func TestTransientErrorsBackOff(t *testing.T) {
-	f := newFixture(t)
-	f.createNamespace("quota")
-	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-secrets", Namespace: "quota"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/secrets": resource.MustParse("0")}}}
-	if err := f.client.Create(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	// The quota takes effect once its status is computed; envtest has no
-	// quota controller, so set it by hand.
-	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{"count/secrets": resource.MustParse("0")}}
-	if err := f.client.Status().Update(ctx, quota); err != nil {
-		t.Fatal(err)
-	}
-	f.startManager(controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 500 * time.Millisecond, BackoffMax: 10 * time.Second})
-	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "blocked", Namespace: "quota"}}
-	if err := f.client.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(db)
-	f.eventually("the failure in the status", func() string {
-		got := f.database(key)
-		c := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionCredentialsReady)
-		if c == nil || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "exceeded quota") {
-			return condition(got, dbv1.ConditionCredentialsReady)
-		}
-		return ""
-	})
-	f.counter.reset()
-	time.Sleep(6 * time.Second)
-	// Backoff from 0.5s doubles: 0.5+1+2+4 > 6s, so at most about 4 attempts.
-	if w := f.counter.get(); len(w) == 0 || len(w) > 5 {
-		t.Errorf("%d Secret writes in 6s, want 1 to 5 with backoff: %v", len(w), w)
-	}
-	if got := f.database(key); meta.IsStatusConditionTrue(got.Status.Conditions, dbv1.ConditionStalled) {
-		t.Errorf("a transient failure must not be Stalled: %s", condition(got, dbv1.ConditionStalled))
-	}
 }

@@ -58,55 +58,55 @@ func TestConditions(t *testing.T) {
 		},
 		{
 			name:     "a StatefulSet just written is rolling out",
-			obs:      observation{generation: 2, replicas: 3, statefulSetWritten: true, statefulSet: statefulSet(2, 2, 3, 3, 3, "a", "a")},
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSetObservation{name: "orders", wrote: true, live: statefulSet(2, 2, 3, 3, 3, "a", "a")}},
 			previous: dbv1.PhaseReady,
 			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
 			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseUpdating, messageWants: "applying the new spec",
 		},
 		{
 			name:     "a rollout in progress is not ready",
-			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 1, 3, "a", "b")},
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSetObservation{live: statefulSet(2, 2, 3, 1, 3, "a", "b")}},
 			previous: dbv1.PhaseReady,
 			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
 			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseUpdating, messageWants: "1 of 3 replicas updated",
 		},
 		{
 			name:     "a StatefulSet whose controller has not seen the spec is not ready",
-			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(5, 4, 3, 3, 3, "a", "a")},
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSetObservation{name: "orders", live: statefulSet(5, 4, 3, 3, 3, "a", "a")}},
 			previous: dbv1.PhaseProvisioning,
 			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
-			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseProvisioning,
+			reason: dbv1.ReasonRollingOut, phase: dbv1.PhaseProvisioning, messageWants: "StatefulSet orders is applying the new spec",
 		},
 		{
 			name:  "a complete rollout with all replicas ready is Ready",
-			obs:   observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 3, 3, "b", "b")},
+			obs:   observation{generation: 2, replicas: 3, statefulSet: statefulSetObservation{live: statefulSet(2, 2, 3, 3, 3, "b", "b")}},
 			ready: metav1.ConditionTrue, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonReconciled, phase: dbv1.PhaseReady, messageWants: "all 3 replicas are ready",
 		},
 		{
 			name:     "a replica lost after being ready is degraded",
-			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSet(2, 2, 3, 3, 2, "b", "b")},
+			obs:      observation{generation: 2, replicas: 3, statefulSet: statefulSetObservation{live: statefulSet(2, 2, 3, 3, 2, "b", "b")}},
 			previous: dbv1.PhaseReady,
 			ready:    metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
 			reason: dbv1.ReasonWaitingForReplicas, phase: dbv1.PhaseDegraded, messageWants: "2 of 3 replicas ready",
 		},
 		{
 			name: "a pod in ImagePullBackOff stalls, naming the pod",
-			obs: observation{generation: 1, replicas: 2, statefulSet: statefulSet(1, 1, 2, 2, 1, "a", "a"),
+			obs: observation{generation: 1, replicas: 2, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 2, 2, 1, "a", "a")},
 				pods: []corev1.Pod{waitingPod("orders-1", "ImagePullBackOff"), waitingPod("orders-0", "")}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonImagePullFailed, phase: dbv1.PhaseFailed, messageWants: "pod orders-1: container postgres: ImagePullBackOff",
 		},
 		{
 			name: "a crash-looping pod stalls with its restart count",
-			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 0, "a", "a"),
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")},
 				pods: []corev1.Pod{waitingPod("orders-0", "CrashLoopBackOff")}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed, messageWants: "CrashLoopBackOff (4 restarts)",
 		},
 		{
 			name: "a crash-looping pod stalls with the last line its server logged",
-			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 0, "a", "a"),
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")},
 				pods: []corev1.Pod{crashedPod("orders-0", 1, "starting\nFATAL:  invalid value for parameter \"work_mem\": \"plenty\"\n")}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed,
@@ -114,7 +114,7 @@ func TestConditions(t *testing.T) {
 		},
 		{
 			name: "an unschedulable pod stalls",
-			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 0, "a", "a"),
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")},
 				pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"}}}}}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
@@ -128,24 +128,24 @@ func TestConditions(t *testing.T) {
 		},
 		{
 			name:  "a failed apply is reconciling, not stalled: it is retried",
-			obs:   observation{generation: 1, replicas: 1, secretErr: errors.New("applying Secret orders-credentials: connection refused")},
+			obs:   observation{generation: 1, replicas: 1, secret: childObservation{err: errors.New("applying Secret orders-credentials: connection refused")}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionFalse, reconciling: metav1.ConditionTrue,
 			reason: dbv1.ReasonApplyFailed, phase: dbv1.PhaseProvisioning, messageWants: "connection refused",
 		},
 		{
-			name:  "a missing StorageClass stalls",
-			obs:   observation{generation: 1, replicas: 1, blocked: &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}},
+			name: "a missing StorageClass stalls",
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{childObservation: childObservation{
+				blocked: &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}}}},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonStorageClassNotFound, phase: dbv1.PhaseFailed, messageWants: `"fast"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status := &dbv1.DatabaseStatus{}
-			setCredentialsCondition(status, tt.obs)
-			setServicesCondition(status, tt.obs)
-			setStatefulSetCondition(status, tt.obs)
-			setSummaryConditions(status, tt.obs)
+			if tt.messageWants == "" {
+				t.Fatal("every case must say what the Ready message holds")
+			}
+			status := computeStatus(dbv1.DatabaseStatus{Phase: tt.previous}, tt.obs)
 			for conditionType, want := range map[string]metav1.ConditionStatus{
 				dbv1.ConditionReady: tt.ready, dbv1.ConditionStalled: tt.stalled, dbv1.ConditionReconciling: tt.reconciling,
 			} {
@@ -158,7 +158,7 @@ func TestConditions(t *testing.T) {
 			if ready.Reason != tt.reason || !strings.Contains(ready.Message, tt.messageWants) {
 				t.Errorf("Ready reason %q message %q, want reason %q and a message with %q", ready.Reason, ready.Message, tt.reason, tt.messageWants)
 			}
-			if got := phase(status, tt.previous); got != tt.phase {
+			if got := status.Phase; got != tt.phase {
 				t.Errorf("phase = %s, want %s", got, tt.phase)
 			}
 		})
@@ -169,12 +169,11 @@ func TestStatefulSetConditionWhenAnEarlierChildFailed(t *testing.T) {
 	// The reconcile stops at the first child it cannot apply, so it never
 	// looked at the StatefulSet: the condition must not claim it is missing.
 	for name, obs := range map[string]observation{
-		"the Secret failed":   {generation: 2, replicas: 1, secretErr: errors.New("applying Secret orders-credentials: connection refused")},
-		"the Services failed": {generation: 2, replicas: 1, servicesErr: errors.New(`applying Service orders: Service "orders" is invalid`)},
+		"the Secret failed":   {generation: 2, replicas: 1, secret: childObservation{err: errors.New("applying Secret orders-credentials: connection refused")}},
+		"the Services failed": {generation: 2, replicas: 1, services: childObservation{err: errors.New(`applying Service orders: Service "orders" is invalid`)}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			status := &dbv1.DatabaseStatus{}
-			setStatefulSetCondition(status, obs)
+			status := computeStatus(dbv1.DatabaseStatus{}, obs)
 			c := meta.FindStatusCondition(status.Conditions, dbv1.ConditionStatefulSetReady)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "not reconciled") {
 				t.Errorf("StatefulSetReady = %+v, want False, ApplyFailed, not reconciled", c)
@@ -189,18 +188,14 @@ func TestCreatingTheStatefulSetNeedsOneStatusWrite(t *testing.T) {
 	// the same status: otherwise every new Database costs a status write
 	// more.
 	conditions := func(obs observation) []metav1.Condition {
-		status := &dbv1.DatabaseStatus{}
-		setCredentialsCondition(status, obs)
-		setServicesCondition(status, obs)
-		setStatefulSetCondition(status, obs)
-		setSummaryConditions(status, obs)
+		status := computeStatus(dbv1.DatabaseStatus{}, obs)
 		for i := range status.Conditions {
 			status.Conditions[i].LastTransitionTime = metav1.Time{}
 		}
 		return status.Conditions
 	}
-	created := conditions(observation{generation: 1, replicas: 1, statefulSetName: "orders", statefulSetWritten: true})
-	next := conditions(observation{generation: 1, replicas: 1, statefulSetName: "orders", statefulSet: statefulSet(1, 0, 0, 0, 0, "", "")})
+	created := conditions(observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{name: "orders", wrote: true}})
+	next := conditions(observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 0, 0, 0, 0, "", "")}})
 	if !equality.Semantic.DeepEqual(created, next) {
 		t.Errorf("status after creating the StatefulSet:\n%+v\nafter finding it:\n%+v", created, next)
 	}
@@ -210,7 +205,7 @@ func TestCreatingTheStatefulSetNeedsOneStatusWrite(t *testing.T) {
 }
 
 func TestConditionsKeepTheirTransitionTime(t *testing.T) {
-	obs := observation{generation: 1, replicas: 1, statefulSet: statefulSet(1, 1, 1, 1, 1, "a", "a")}
+	obs := observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 1, "a", "a")}}
 	status := &dbv1.DatabaseStatus{}
 	setSummaryConditions(status, obs)
 	first := meta.FindStatusCondition(status.Conditions, dbv1.ConditionReady).LastTransitionTime

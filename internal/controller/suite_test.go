@@ -13,16 +13,19 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -105,19 +108,23 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// fixture is a real API server, a client for the test, and a way to run
-// the manager against it.
-type fixture struct {
-	t       *testing.T
-	cfg     *rest.Config
-	client  client.Client
-	counter *writeCounter
-	logs    *logBuffer
-	stop    func()
+// env is a namespace of the package's API server, a client for the test,
+// and a way to run the manager against that namespace alone.
+type env struct {
+	t         *testing.T
+	cfg       *rest.Config
+	namespace string
+	client    client.Client
+	counter   *writeCounter
+	logs      *logBuffer
+	stop      func()
 }
 
-func newFixture(t *testing.T) *fixture {
+// newEnv creates a namespace on the package's API server for one test:
+// base, or base-2, base-3... when the test runs again (-count).
+func newEnv(t *testing.T, base string) *env {
 	t.Helper()
+	cfg := controller.APIServer.Config(t)
 	logs := &logBuffer{}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
 	t.Cleanup(func() {
@@ -125,33 +132,48 @@ func newFixture(t *testing.T) *fixture {
 			t.Logf("manager log:\n%s", logs.String())
 		}
 	})
-	cfg := testenv.Start(t, &envtest.Environment{})
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, cfg: cfg, client: c, counter: &writeCounter{}, logs: logs}
+	f := &env{t: t, cfg: cfg, client: c, counter: &writeCounter{}, logs: logs}
 	t.Cleanup(func() {
 		if f.stop != nil {
 			f.stop()
 		}
 	})
+	for i := 1; f.namespace == ""; i++ {
+		ns := &corev1.Namespace{}
+		ns.Name = base
+		if i > 1 {
+			ns.Name = fmt.Sprintf("%s-%d", base, i)
+		}
+		switch err := c.Create(context.Background(), ns); {
+		case err == nil:
+			f.namespace = ns.Name
+		case !apierrors.IsAlreadyExists(err):
+			t.Fatal(err)
+		}
+	}
 	return f
 }
 
 // startManager starts the manager with the Database controller, stopping a
-// running one first, as a restart of the operator would.
-func (f *fixture) startManager(opts controller.Options) {
+// running one first, as a restart of the operator would. It sees only the
+// test's namespace.
+func (f *env) startManager(opts controller.Options) {
 	f.t.Helper()
 	if f.stop != nil {
 		f.stop()
 	}
 	cfg := rest.CopyConfig(f.cfg)
 	cfg.Wrap(f.counter.wrap)
+	cacheOptions := controller.CacheOptions()
+	cacheOptions.DefaultNamespaces = map[string]cache.Config{f.namespace: {}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      controller.CacheOptions(),
+		Cache:      cacheOptions,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
@@ -185,7 +207,7 @@ func (f *fixture) startManager(opts controller.Options) {
 }
 
 // eventually waits until check returns "".
-func (f *fixture) eventually(what string, check func() string) {
+func (f *env) eventually(what string, check func() string) {
 	f.t.Helper()
 	testenv.Eventually(f.t, waitTimeout, what, check)
 }
@@ -193,7 +215,7 @@ func (f *fixture) eventually(what string, check func() string) {
 // markStatefulSetReady sets the StatefulSet status as the StatefulSet
 // controller would once every replica runs the current revision, since
 // envtest runs no controller-manager.
-func (f *fixture) markStatefulSetReady(key client.ObjectKey) {
+func (f *env) markStatefulSetReady(key client.ObjectKey) {
 	f.t.Helper()
 	sts := &appsv1.StatefulSet{}
 	if err := f.client.Get(context.Background(), key, sts); err != nil {
@@ -209,7 +231,7 @@ func (f *fixture) markStatefulSetReady(key client.ObjectKey) {
 	}
 }
 
-func (f *fixture) database(key client.ObjectKey) *dbv1.Database {
+func (f *env) database(key client.ObjectKey) *dbv1.Database {
 	f.t.Helper()
 	db := &dbv1.Database{}
 	if err := f.client.Get(context.Background(), key, db); err != nil {
@@ -218,12 +240,41 @@ func (f *fixture) database(key client.ObjectKey) *dbv1.Database {
 	return db
 }
 
-func (f *fixture) createNamespace(name string) {
+// reconciles returns how many reconciles of Databases the managers of this
+// process have finished, from controller-runtime's metric.
+func (f *env) reconciles() int {
 	f.t.Helper()
-	ns := &corev1.Namespace{}
-	ns.Name = name
-	if err := f.client.Create(context.Background(), ns); err != nil {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
 		f.t.Fatal(err)
+	}
+	total := 0.0
+	for _, family := range families {
+		if family.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "database" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(total)
+}
+
+// awaitReconciles waits until n reconciles have finished since the count
+// was since: a reconcile that had anything to write has written it then.
+// It polls every 10ms, so that the time it returns at is that of the
+// reconcile within 10ms.
+func (f *env) awaitReconciles(since, n int) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+		return f.reconciles()-since >= n, nil
+	})
+	if err != nil {
+		f.t.Fatalf("%d reconciles of %d after %s", f.reconciles()-since, n, waitTimeout)
 	}
 }
 

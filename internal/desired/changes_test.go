@@ -9,8 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 // fromJSON decodes a JSON document for Changes tests written as literals.
@@ -24,7 +26,7 @@ func fromJSON(t *testing.T, s string) map[string]any {
 }
 
 func TestChanges(t *testing.T) {
-	pg := func(opts ...option) *dbv1.Database { return newDatabase(dbv1.EnginePostgres, opts...) }
+	pg := func(opts ...fixture.Option) *dbv1.Database { return newDatabase(dbv1.EnginePostgres, opts...) }
 	tests := []struct {
 		name           string
 		desired, owned func(t *testing.T) any
@@ -32,15 +34,15 @@ func TestChanges(t *testing.T) {
 	}{
 		{
 			name:    "an unchanged StatefulSet needs no write",
-			desired: func(*testing.T) any { return StatefulSet(pg(withReplicas(3))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg(withReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
+			owned:   func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
 			want:    nil,
 		},
 		{
 			name:    "a changed replica count is reported at its path",
-			desired: func(*testing.T) any { return StatefulSet(pg(withReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(withReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptrInt32(5) }))
+				return StatefulSet(pg(fixture.WithReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }))
 			},
 			want: []string{"spec.replicas"},
 		},
@@ -53,24 +55,26 @@ func TestChanges(t *testing.T) {
 			want: []string{"spec.template.spec.containers[name=postgres].image"},
 		},
 		{
-			name:    "a parameter added to the spec is reported as a change of the argument list",
-			desired: func(*testing.T) any { return StatefulSet(pg(withParameters(map[string]string{"work_mem": "8MB"}))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg()) },
-			want:    []string{"spec.template.spec.containers[name=postgres].args"},
+			name: "a parameter added to the spec is reported as a change of the argument list",
+			desired: func(*testing.T) any {
+				return StatefulSet(pg(fixture.WithParameters(map[string]string{"work_mem": "8MB"})))
+			},
+			owned: func(*testing.T) any { return StatefulSet(pg()) },
+			want:  []string{"spec.template.spec.containers[name=postgres].args"},
 		},
 		{
 			name: "anti-affinity removed from the desired object must be removed from the live one",
 			desired: func(*testing.T) any {
-				sts := StatefulSet(pg(withReplicas(1)))
+				sts := StatefulSet(pg(fixture.WithReplicas(1)))
 				sts.Spec.Template.Spec.Affinity = nil
 				return sts
 			},
-			owned: func(*testing.T) any { return StatefulSet(pg(withReplicas(1))) },
+			owned: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(1))) },
 			want:  []string{"spec.template.spec.affinity"},
 		},
 		{
 			name:    "a field missing from the live object is reported",
-			desired: func(*testing.T) any { return StatefulSet(pg(withStorageClass("fast"))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithStorageClass("fast"))) },
 			owned:   func(*testing.T) any { return StatefulSet(pg()) },
 			want:    []string{"spec.volumeClaimTemplates[name=data].spec.storageClassName"},
 		},
@@ -78,7 +82,7 @@ func TestChanges(t *testing.T) {
 			name:    "resources changed by value are reported; the same quantity written differently is not",
 			desired: func(*testing.T) any { return StatefulSet(pg()) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(withResources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				return StatefulSet(pg(fixture.WithResources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("0.1"),
 					corev1.ResourceMemory: resource.MustParse("512Mi"),
 				}})))
@@ -220,8 +224,8 @@ func TestChangesNeverPrintsSecretValues(t *testing.T) {
 }
 
 func TestChangesIsStable(t *testing.T) {
-	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, withParameters(twentyParameters()), withReplicas(3)))
-	owned := StatefulSet(newDatabase(dbv1.EngineMySQL, withReplicas(2), withStorageClass("slow"),
+	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithParameters(twentyParameters()), fixture.WithReplicas(3)))
+	owned := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(2), fixture.WithStorageClass("slow"),
 		func(db *dbv1.Database) { db.Spec.Image = "mysql:8.0.43" }))
 	first := Changes(desired, owned)
 	if len(first) < 4 {
@@ -233,5 +237,3 @@ func TestChangesIsStable(t *testing.T) {
 		}
 	}
 }
-
-func ptrInt32(n int32) *int32 { return &n }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 // These tests play the API server's part in server-side apply: the applied
@@ -149,15 +150,15 @@ func liveSecret(t *testing.T, desired *corev1ac.SecretApplyConfiguration) *corev
 }
 
 func TestExtractedLiveStatefulSetNeedsNoWrite(t *testing.T) {
-	variants := map[string][]option{
+	variants := map[string][]fixture.Option{
 		"a defaulted Database": nil,
 		"three replicas, parameters, a storage class, limits and deletionPolicy Delete": {
-			withReplicas(3),
-			withParameters(twentyParameters()),
-			withStorageClass("fast"),
-			withStorageSize("1024Mi"),
-			withDeletionPolicy(dbv1.DeletionPolicyDelete),
-			withResources(corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			fixture.WithReplicas(3),
+			fixture.WithParameters(twentyParameters()),
+			fixture.WithStorageClass("fast"),
+			fixture.WithStorageSize("1024Mi"),
+			fixture.WithDeletionPolicy(dbv1.DeletionPolicyDelete),
+			fixture.WithResources(corev1.ResourceRequirements{Limits: corev1.ResourceList{
 				corev1.ResourceCPU:    mustQuantity("0.5"),
 				corev1.ResourceMemory: mustQuantity("1073741824"),
 			}}),

@@ -7,83 +7,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
-// option changes a test Database.
-type option func(*dbv1.Database)
-
-// newDatabase returns a defaulted Database "orders" in namespace "shop" of
-// the engine, as the admission defaulting would leave it, changed by opts.
-func newDatabase(engine dbv1.Engine, opts ...option) *dbv1.Database {
-	info, ok := dbv1.LookupEngine(engine)
-	if !ok {
-		panic("unknown engine " + engine)
-	}
-	image, err := info.DefaultImage("", info.DefaultVersion)
-	if err != nil {
-		panic(err)
-	}
-	db := &dbv1.Database{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      "orders",
-			Namespace: "shop",
-			UID:       types.UID("6f0c1d2e-0000-4000-8000-000000000001"),
-		},
-		Spec: dbv1.DatabaseSpec{
-			Engine:   engine,
-			Version:  info.DefaultVersion,
-			Image:    image,
-			Replicas: ptr.To[int32](1),
-			Storage:  dbv1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))},
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("100m"),
-				corev1.ResourceMemory: resource.MustParse("256Mi"),
-			}},
-			DatabaseName:   "app",
-			Username:       "app",
-			Port:           ptr.To(info.Port),
-			DeletionPolicy: dbv1.DeletionPolicyRetain,
-		},
-	}
-	for _, opt := range opts {
-		opt(db)
-	}
-	return db
-}
-
-func withReplicas(n int32) option { return func(db *dbv1.Database) { db.Spec.Replicas = &n } }
-
-func withPort(p int32) option { return func(db *dbv1.Database) { db.Spec.Port = &p } }
-
-func withStorageClass(name string) option {
-	return func(db *dbv1.Database) { db.Spec.Storage.StorageClassName = &name }
-}
-
-func withStorageSize(size string) option {
-	return func(db *dbv1.Database) { db.Spec.Storage.Size = ptr.To(resource.MustParse(size)) }
-}
-
-func withDeletionPolicy(p dbv1.DeletionPolicy) option {
-	return func(db *dbv1.Database) { db.Spec.DeletionPolicy = p }
-}
-
-func withParameters(params map[string]string) option {
-	return func(db *dbv1.Database) { db.Spec.Parameters = params }
-}
-
-func withResources(r corev1.ResourceRequirements) option {
-	return func(db *dbv1.Database) { db.Spec.Resources = r }
-}
-
-func withUsername(name string) option { return func(db *dbv1.Database) { db.Spec.Username = name } }
-
-func withDatabaseName(name string) option {
-	return func(db *dbv1.Database) { db.Spec.DatabaseName = name }
+// newDatabase returns the fixture Database "orders" of the engine, changed
+// by opts and defaulted.
+func newDatabase(engine dbv1.Engine, opts ...fixture.Option) *dbv1.Database {
+	return fixture.Defaulted(fixture.Database("orders", append([]fixture.Option{fixture.WithEngine(engine)}, opts...)...))
 }
 
 // convert decodes the JSON form of an apply configuration into a typed

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 func TestNames(t *testing.T) {
@@ -19,7 +20,7 @@ func TestNames(t *testing.T) {
 		"the StatefulSet is named like the db":      {StatefulSetName(db), "orders"},
 		"the host is the client Service's DNS name": {Host(db), "orders.shop.svc"},
 		"the endpoint is host:port":                 {Endpoint(db), "orders.shop.svc:5432"},
-		"the endpoint follows spec.port":            {Endpoint(newDatabase(dbv1.EngineMySQL, withPort(13306))), "orders.shop.svc:13306"},
+		"the endpoint follows spec.port":            {Endpoint(newDatabase(dbv1.EngineMySQL, fixture.WithPort(13306))), "orders.shop.svc:13306"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestURI(t *testing.T) {
 		},
 		{
 			name:     "user and database names are escaped too",
-			db:       newDatabase(dbv1.EnginePostgres, withUsername("app$user"), withDatabaseName("my db")),
+			db:       newDatabase(dbv1.EnginePostgres, fixture.WithUsername("app$user"), fixture.WithDatabaseName("my db")),
 			password: "x",
 			want:     "postgresql://app%24user:x@orders.shop.svc:5432/my%20db",
 		},

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 // wantOwner is the controller owner reference of every child of the test
@@ -67,7 +68,7 @@ func TestSecret(t *testing.T) {
 		},
 		{
 			name:     "mysql credentials follow spec.port and escape the password in the uri only",
-			db:       newDatabase(dbv1.EngineMySQL, withPort(3307)),
+			db:       newDatabase(dbv1.EngineMySQL, fixture.WithPort(3307)),
 			password: "a/b@c",
 			want: map[string]string{
 				"username": "app",

@@ -12,26 +12,26 @@ import (
 // ClientService returns the ClusterIP Service clients connect to. It routes
 // to ready pods only, on the port named after the engine.
 func ClientService(db *dbv1.Database) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(ClientServiceName(db), db.Namespace).
-		WithLabels(Labels(db, ComponentDatabase)).
-		WithOwnerReferences(ownerReference(db)).
-		WithSpec(corev1ac.ServiceSpec().
-			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(SelectorLabels(db)).
-			WithPorts(servicePort(db)))
+	return service(db, ClientServiceName(db))
 }
 
 // HeadlessService returns the governing Service of the StatefulSet, which
 // gives each pod a stable DNS name. It publishes pods before they are ready,
 // so that replicas can find each other while starting.
 func HeadlessService(db *dbv1.Database) *corev1ac.ServiceApplyConfiguration {
-	return corev1ac.Service(HeadlessServiceName(db), db.Namespace).
+	svc := service(db, HeadlessServiceName(db))
+	svc.Spec.WithClusterIP(corev1.ClusterIPNone).WithPublishNotReadyAddresses(true)
+	return svc
+}
+
+// service returns a ClusterIP Service named name that selects the
+// Database's pods on the engine's port.
+func service(db *dbv1.Database, name string) *corev1ac.ServiceApplyConfiguration {
+	return corev1ac.Service(name, db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).
 		WithOwnerReferences(ownerReference(db)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
-			WithClusterIP(corev1.ClusterIPNone).
-			WithPublishNotReadyAddresses(true).
 			WithSelector(SelectorLabels(db)).
 			WithPorts(servicePort(db)))
 }

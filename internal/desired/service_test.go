@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 func TestServices(t *testing.T) {
@@ -36,7 +37,7 @@ func TestServices(t *testing.T) {
 		},
 		{
 			name:     "the mysql client Service follows spec.port",
-			db:       newDatabase(dbv1.EngineMySQL, withPort(3307)),
+			db:       newDatabase(dbv1.EngineMySQL, fixture.WithPort(3307)),
 			wantName: "orders",
 			wantPort: corev1.ServicePort{Name: "mysql", Protocol: corev1.ProtocolTCP, Port: 3307, TargetPort: intstr.FromString("mysql")},
 		},

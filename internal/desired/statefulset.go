@@ -2,6 +2,7 @@ package desired
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -212,11 +213,7 @@ func env(db *dbv1.Database, info dbv1.EngineInfo) []*corev1ac.EnvVarApplyConfigu
 //
 // postgres: -c port=5432 -c key=value ...; mysql: --port=3306 --key=value ...
 func args(db *dbv1.Database) []string {
-	keys := make([]string, 0, len(db.Spec.Parameters))
-	for k := range db.Spec.Parameters {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(db.Spec.Parameters))
 
 	p := strconv.Itoa(int(port(db)))
 	out := make([]string, 0, 2+2*len(keys))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 func TestStatefulSetShape(t *testing.T) {
@@ -23,7 +24,7 @@ func TestStatefulSetShape(t *testing.T) {
 		wantReplicas int32
 	}{
 		{"a postgres StatefulSet is governed by the headless Service", newDatabase(dbv1.EnginePostgres), 1},
-		{"a mysql StatefulSet runs spec.replicas pods", newDatabase(dbv1.EngineMySQL, withReplicas(3)), 3},
+		{"a mysql StatefulSet runs spec.replicas pods", newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(3)), 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +82,7 @@ func TestStatefulSetEnv(t *testing.T) {
 	}{
 		{
 			name: "postgres gets user, database, password by reference and PGDATA below the mount",
-			db:   newDatabase(dbv1.EnginePostgres, withUsername("orders_app"), withDatabaseName("orders")),
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithUsername("orders_app"), fixture.WithDatabaseName("orders")),
 			want: []corev1.EnvVar{
 				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 				{Name: "POSTGRES_DB", Value: "orders"},
@@ -135,12 +136,12 @@ func TestStatefulSetArgs(t *testing.T) {
 		},
 		{
 			name: "postgres passes the port first, then parameters sorted by key as -c pairs",
-			db:   newDatabase(dbv1.EnginePostgres, withPort(6543), withParameters(params)),
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543), fixture.WithParameters(params)),
 			want: []string{"-c", "port=6543", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
 		},
 		{
 			name: "postgres keeps a value with spaces as one argument",
-			db:   newDatabase(dbv1.EnginePostgres, withParameters(map[string]string{"log_line_prefix": "%m [%p] "})),
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithParameters(map[string]string{"log_line_prefix": "%m [%p] "})),
 			want: []string{"-c", "port=5432", "-c", "log_line_prefix=%m [%p] "},
 		},
 		{
@@ -150,7 +151,7 @@ func TestStatefulSetArgs(t *testing.T) {
 		},
 		{
 			name: "mysql passes the port first, then parameters sorted by key as --key=value",
-			db: newDatabase(dbv1.EngineMySQL, withParameters(map[string]string{
+			db: newDatabase(dbv1.EngineMySQL, fixture.WithParameters(map[string]string{
 				"max_connections":         "500",
 				"innodb_buffer_pool_size": "1G",
 				"character-set-server":    "utf8mb4",
@@ -179,7 +180,7 @@ func TestStatefulSetProbes(t *testing.T) {
 	}{
 		{
 			name:        "postgres probes run pg_isready against loopback on spec.port",
-			db:          newDatabase(dbv1.EnginePostgres, withPort(6543)),
+			db:          newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543)),
 			wantCommand: []string{"pg_isready", "--host=127.0.0.1", "--port=6543", "--username=app", "--dbname=app"},
 		},
 		{
@@ -314,7 +315,7 @@ func TestStatefulSetRetentionPolicy(t *testing.T) {
 	for _, tt := range tests {
 		for _, engine := range engines {
 			t.Run(string(engine)+": "+tt.name, func(t *testing.T) {
-				sts := statefulSet(t, newDatabase(engine, withDeletionPolicy(tt.policy)))
+				sts := statefulSet(t, newDatabase(engine, fixture.WithDeletionPolicy(tt.policy)))
 				want := &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 					WhenDeleted: tt.want,
 					WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
@@ -330,13 +331,13 @@ func TestStatefulSetRetentionPolicy(t *testing.T) {
 func TestStatefulSetVolumeClaimTemplate(t *testing.T) {
 	tests := []struct {
 		name      string
-		opts      []option
+		opts      []fixture.Option
 		wantSize  string
 		wantClass *string
 	}{
-		{"without a storage class the cluster default is used", []option{withStorageSize("10Gi")}, "10Gi", nil},
-		{"a storage class is passed on", []option{withStorageClass("fast")}, "1Gi", ptr.To("fast")},
-		{"an empty storage class means the cluster default", []option{withStorageClass("")}, "1Gi", nil},
+		{"without a storage class the cluster default is used", []fixture.Option{fixture.WithStorageSize("10Gi")}, "10Gi", nil},
+		{"a storage class is passed on", []fixture.Option{fixture.WithStorageClass("fast")}, "1Gi", ptr.To("fast")},
+		{"an empty storage class means the cluster default", []fixture.Option{fixture.WithStorageClass("")}, "1Gi", nil},
 	}
 	for _, tt := range tests {
 		for _, engine := range engines {
@@ -373,18 +374,11 @@ func TestStatefulSetVolumeClaimTemplate(t *testing.T) {
 					t.Errorf("storage request = %s, want %s", got.String(), tt.wantSize)
 				}
 				if !reflect.DeepEqual(pvc.Spec.StorageClassName, tt.wantClass) {
-					t.Errorf("storageClassName = %v, want %v", ptrString(pvc.Spec.StorageClassName), ptrString(tt.wantClass))
+					t.Errorf("storageClassName = %v, want %v", ptr.Deref(pvc.Spec.StorageClassName, "<nil>"), ptr.Deref(tt.wantClass, "<nil>"))
 				}
 			})
 		}
 	}
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return "<nil>"
-	}
-	return *s
 }
 
 func TestStatefulSetAntiAffinity(t *testing.T) {
@@ -400,7 +394,7 @@ func TestStatefulSetAntiAffinity(t *testing.T) {
 	for _, tt := range tests {
 		for _, engine := range engines {
 			t.Run(string(engine)+": "+tt.name, func(t *testing.T) {
-				db := newDatabase(engine, withReplicas(tt.replicas))
+				db := newDatabase(engine, fixture.WithReplicas(tt.replicas))
 				affinity := statefulSet(t, db).Spec.Template.Spec.Affinity
 				if !tt.want {
 					if affinity != nil {
@@ -439,7 +433,9 @@ func TestStatefulSetResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := newDatabase(dbv1.EnginePostgres, withResources(tt.in))
+			// Set after defaulting: the builder copies what it is given.
+			db := newDatabase(dbv1.EnginePostgres)
+			db.Spec.Resources = tt.in
 			got := onlyContainer(t, statefulSet(t, db)).Resources
 			if !resourceListEqual(got.Requests, tt.want.Requests) || !resourceListEqual(got.Limits, tt.want.Limits) {
 				t.Errorf("resources = %+v, want %+v", got, tt.want)

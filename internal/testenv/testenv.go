@@ -3,13 +3,18 @@
 package testenv
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -62,7 +67,22 @@ func ProjectRoot() string {
 // stops them when the test ends. env may carry webhook install options.
 func Start(t testing.TB, env *envtest.Environment) *rest.Config {
 	t.Helper()
-	env.BinaryAssetsDirectory = RequireBinaries(t)
+	RequireBinaries(t)
+	cfg, err := start(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the API server: %v", err)
+		}
+	})
+	return cfg
+}
+
+// start starts env with dbkeeper's CRDs and the pinned binaries.
+func start(env *envtest.Environment) (*rest.Config, error) {
+	env.BinaryAssetsDirectory = BinDir()
 	env.CRDDirectoryPaths = []string{filepath.Join(ProjectRoot(), "config", "crd", "bases")}
 	env.ErrorIfCRDPathMissing = true
 	// envtest's defaults (20s) are too short for a loaded two-core machine.
@@ -74,14 +94,54 @@ func Start(t testing.TB, env *envtest.Environment) *rest.Config {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("starting the API server: %v", err)
+		// Stop what did start, so that no etcd outlives the test.
+		return nil, errors.Join(fmt.Errorf("starting the API server: %w", err), env.Stop())
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the API server: %v", err)
+	return cfg, nil
+}
+
+// Shared is one API server for all the tests of a package. The package's
+// TestMain runs its tests with Run; each test that needs the API server
+// asks Config for it, which starts it on first use, so that the tests that
+// need none, and -short runs, start nothing.
+type Shared struct {
+	// Env configures the API server; dbkeeper's CRDs and the pinned
+	// binaries are added to it.
+	Env envtest.Environment
+
+	once    sync.Once
+	cfg     *rest.Config
+	err     error
+	started bool
+}
+
+// Run runs the tests and stops the API server if one started. It returns
+// the exit code for os.Exit.
+func (s *Shared) Run(m *testing.M) int {
+	code := m.Run()
+	if s.started {
+		if err := s.Env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the API server: %v\n", err)
+			code = 1
 		}
+	}
+	return code
+}
+
+// Config returns the configuration of the shared API server, starting it on
+// first use. It skips the test like RequireBinaries, and fails it when the
+// API server did not start.
+func (s *Shared) Config(t testing.TB) *rest.Config {
+	t.Helper()
+	RequireBinaries(t)
+	s.once.Do(func() {
+		s.cfg, s.err = start(&s.Env)
+		s.started = s.err == nil
 	})
-	return cfg
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.cfg
 }
 
 // AdminKubeconfig writes a kubeconfig for a system:masters user of env's
@@ -114,15 +174,12 @@ func Kubectl(kubeconfig string, args ...string) (string, error) {
 // with check's last answer when timeout has passed.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := check()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 	}
 }

@@ -36,6 +36,7 @@ const (
 var clusterScoped = []string{
 	"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
 	"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 
 // manifests are the objects a kustomization renders, in its order.

@@ -10,7 +10,7 @@ import (
 )
 
 // TestCrashSoak kills the manager with SIGKILL at random moments while a
-// workload creates, updates (replicas, resources, storage growth) and
+// workload creates, updates (parameters, resources, storage growth) and
 // deletes Databases, restarting it each time. Then every live Database must
 // be Ready at its current generation with exactly the children it wants,
 // every password must be the first one generated, no child may be orphaned

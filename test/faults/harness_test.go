@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -257,29 +257,28 @@ func (h *harness) waitReady(t *testing.T, namespace string, timeout time.Duratio
 	t.Helper()
 	began := time.Now()
 	var last []string
-	for time.Since(began) < timeout {
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list := &dbv1.DatabaseList{}
-		err := h.client.List(context.Background(), list, client.InNamespace(namespace))
-		if err != nil {
+		if err := h.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			last = []string{err.Error()}
-		} else {
-			last = last[:0]
-			for i := range list.Items {
-				db := &list.Items[i]
-				if !db.DeletionTimestamp.IsZero() || (len(only) > 0 && !slices.Contains(only, db.Name)) {
-					continue
-				}
-				if ok, why := readyAtGeneration(db); !ok {
-					last = append(last, db.Name+": "+why)
-				}
+			return false, nil
+		}
+		last = last[:0]
+		for i := range list.Items {
+			db := &list.Items[i]
+			if !db.DeletionTimestamp.IsZero() || (len(only) > 0 && !slices.Contains(only, db.Name)) {
+				continue
 			}
-			if len(last) == 0 {
-				return time.Since(began)
+			if ok, why := readyAtGeneration(db); !ok {
+				last = append(last, db.Name+": "+why)
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		return len(last) == 0, nil
+	})
+	if err == nil {
+		return time.Since(began)
 	}
-	sort.Strings(last)
+	slices.Sort(last)
 	t.Fatalf("after %s, %d Database(s) of %s are not Ready at their generation:\n%s", timeout, len(last), namespace, strings.Join(last, "\n"))
 	return 0
 }
@@ -486,7 +485,7 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 	if n, names := h.rec.passwordChanges(ns); n > 0 {
 		add("PASSWORD CHANGED: %d time(s), in Secrets %v", n, names)
 	}
-	sort.Strings(problems)
+	slices.Sort(problems)
 	return problems
 }
 
@@ -494,19 +493,14 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 // with the last problems found otherwise.
 func (h *harness) waitChildren(t *testing.T, exp expectation, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var problems []string
-	for {
-		problems = h.childProblems(context.Background(), exp)
-		if len(problems) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		problems = h.childProblems(ctx, exp)
+		return len(problems) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the children of namespace %s are not as their Databases want:\n%s", exp.namespace, strings.Join(problems, "\n"))
 	}
-	t.Fatalf("the children of namespace %s are not as their Databases want:\n%s", exp.namespace, strings.Join(problems, "\n"))
 }
 
 // lostClaims returns how many claims of namespace that had to survive were

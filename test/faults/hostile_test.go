@@ -143,7 +143,7 @@ func hostileCases() []hostileCase {
 	m, v := webhooks.MutatePath, webhooks.ValidatePath
 	cases := []hostileCase{
 		{name: "a huge parameter map", path: v, body: review("CREATE", dbJSON("hostile", hugeParams), ""), wantCode: 422, wantMessage: []string{"spec.parameters: Too many: 10000: must have at most 64 items"}},
-		{name: "a huge parameter map, defaulted", path: m, body: review("CREATE", dbJSON("hostile", hugeParams), ""), wantCode: 200},
+		{name: "a huge parameter map, defaulted", path: m, body: review("CREATE", dbJSON("hostile", hugeParams), ""), wantCode: 422, wantMessage: []string{"spec.parameters: Too many: 10000: must have at most 64 items"}},
 		{name: "a 10000-character name", path: v, body: review("CREATE", dbJSON(longName, valid), ""), wantCode: 422, wantMessage: []string{"metadata.name: Too long"}},
 		{name: "unicode names and parameters", path: v, body: review("CREATE", dbJSON("数据库-🚀", unicodeSpec), ""), wantCode: 422,
 			wantMessage: []string{"metadata.name", "spec.username", "spec.databaseName", "spec.parameters[ключ]"}},
@@ -159,7 +159,7 @@ func hostileCases() []hostileCase {
 		{name: "the spec as a string", path: m, body: review("CREATE", dbJSON("hostile", `"postgres"`), ""), wantCode: 400},
 		{name: "the engine as a number", path: v, body: review("CREATE", dbJSON("hostile", `{"engine":42}`), ""), wantCode: 400, wantMessage: []string{"engine"}},
 		{name: "the name as a number", path: v, body: review("CREATE", `{"apiVersion":"dbkeeper.io/v1alpha1","kind":"Database","metadata":{"name":123}}`, ""), wantCode: 400},
-		{name: "a storage size as an object", path: m, body: review("CREATE", dbJSON("hostile", `{"storage":{"size":{"gigabytes":10}}}`), ""), wantCode: 400},
+		{name: "a storage size as an object", path: m, body: review("CREATE", dbJSON("hostile", `{"storage":{"size":{"gigabytes":10}}}`), ""), wantCode: 422, wantMessage: []string{`spec.storage.size: Invalid value: "object": must be a quantity such as 10Gi or 1Ti, written as a string`}},
 		{name: "a storage size that takes minutes to parse", path: m, body: review("CREATE", dbJSON("hostile", `{"storage":{"size":"1e-999999999"}}`), ""), wantCode: 422, wantMessage: []string{"spec.storage.size", "exponent"}},
 		{name: "a memory request that takes minutes to parse", path: v, body: review("CREATE", dbJSON("hostile", `{"resources":{"requests":{"memory":1e-999999999}}}`), ""), wantCode: 422, wantMessage: []string{"spec.resources.requests[memory]"}},
 		{name: "an update whose stored object takes minutes to parse", path: v, body: review("UPDATE", dbJSON("hostile", valid), dbJSON("hostile", `{"storage":{"size":"1e-999999999"}}`)), wantCode: 422, wantMessage: []string{"spec.storage.size"}},

@@ -9,10 +9,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // leaseName is the manager's leader election Lease (LeaderElectionID).
@@ -93,7 +95,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	args := timing.args()
 
 	a := h.startManager(t, "leader-a", args...)
-	waitFor(t, 30*time.Second, "manager A to lead", func() string {
+	testenv.Eventually(t, 30*time.Second, "manager A to lead", func() string {
 		if ok, err := isLeader(a); !ok {
 			return fmt.Sprintf("not leading (%v)", err)
 		}
@@ -136,7 +138,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 		t.Fatal(err)
 	}
 	holderA := *lease.Spec.HolderIdentity
-	transitions := ptrValue(lease.Spec.LeaseTransitions)
+	transitions := ptr.Deref(lease.Spec.LeaseTransitions, 0)
 
 	// Kill the leader, then delete a child only a leader restores.
 	if err := a.Kill(); err != nil {
@@ -173,7 +175,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	if err := h.client.Get(ctx, leaseKey, lease); err != nil {
 		t.Fatal(err)
 	}
-	if got := ptrValue(lease.Spec.LeaseTransitions); got != transitions+1 {
+	if got := ptr.Deref(lease.Spec.LeaseTransitions, 0); got != transitions+1 {
 		t.Errorf("leaseTransitions %d -> %d, want one transition", transitions, got)
 	}
 	if acquired := lease.Spec.AcquireTime.Time; acquired.Before(killed.Add(-time.Second)) {
@@ -186,7 +188,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	// The target is a figure to report, not a timed assertion that a busy
 	// machine would break: the bound above is the protocol's.
 	t.Logf("FIGURES leader election (lease %s, renew deadline %s, retry %s): after the kill of the leader, the Lease changed hands in %.1fs, the standby led in %.1fs and restored the deleted Service in %.1fs (target %s, worst case %s); leaseTransitions %d -> %d",
-		timing.leaseDuration, timing.renewDeadline, timing.retryPeriod, takeover.Seconds(), leads.Seconds(), restored.Seconds(), failoverTarget, bound, transitions, ptrValue(lease.Spec.LeaseTransitions))
+		timing.leaseDuration, timing.renewDeadline, timing.retryPeriod, takeover.Seconds(), leads.Seconds(), restored.Seconds(), failoverTarget, bound, transitions, ptr.Deref(lease.Spec.LeaseTransitions, 0))
 
 	// The killed manager comes back as a standby and stays one.
 	a2 := h.startManager(t, "leader-a-restarted", args...)
@@ -201,11 +203,4 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	// The Lease stays with B: stop both so that the next run starts afresh
 	// (B releases the Lease on SIGTERM).
 	h.stopManagers(t)
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }

@@ -3,7 +3,7 @@ package faults
 import (
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -153,7 +153,7 @@ func (r *recorder) passwordChanges(namespace string) (int, []string) {
 			names = append(names, name)
 		}
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return total, names
 }
 
@@ -167,7 +167,7 @@ func (r *recorder) claimsOf(namespace string) []claimRecord {
 			out = append(out, *c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b claimRecord) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 

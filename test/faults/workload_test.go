@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -30,12 +31,14 @@ type intent struct {
 	engine   dbv1.Engine
 	policy   dbv1.DeletionPolicy
 	replicas int32
-	cpu      string
-	size     string
-	deleted  bool
+	// connections is spec.parameters' max_connections, "" for none.
+	connections string
+	cpu         string
+	size        string
+	deleted     bool
 }
 
-// workload is a seeded sequence of creates, updates (replicas, resources,
+// workload is a seeded sequence of creates, updates (parameters, resources,
 // storage growth) and deletes of n Databases in a namespace.
 type workload struct {
 	namespace string
@@ -67,9 +70,11 @@ func newWorkload(rnd *rand.Rand, namespace string, n int, updates bool) *workloa
 		for _, k := range kinds {
 			switch k {
 			case 0:
-				r := int32(2 + rnd.IntN(2))
-				pending[i] = append(pending[i], op{kind: "update", db: i, patch: fmt.Sprintf(`{"spec":{"replicas":%d}}`, r),
-					what: fmt.Sprintf("replicas %d", r), set: func(d *intent) { d.replicas = r }})
+				// Not replicas: dbkeeper runs one replica until it runs
+				// replication.
+				n := fmt.Sprint(100 + 50*rnd.IntN(3))
+				pending[i] = append(pending[i], op{kind: "update", db: i, patch: fmt.Sprintf(`{"spec":{"parameters":{"max_connections":%q}}}`, n),
+					what: "max_connections " + n, set: func(d *intent) { d.connections = n }})
 			case 1:
 				cpu := []string{"200m", "250m", "300m"}[rnd.IntN(3)]
 				pending[i] = append(pending[i], op{kind: "update", db: i, patch: fmt.Sprintf(`{"spec":{"resources":{"requests":{"cpu":%q,"memory":"256Mi"}}}}`, cpu),
@@ -236,10 +241,10 @@ func (w *workload) checkSpecs(t *testing.T, h *harness) {
 		default:
 			s := db.Spec
 			cpu := s.Resources.Requests[corev1.ResourceCPU]
-			if ptrValue(s.Replicas) != d.replicas || cpu.Cmp(resource.MustParse(d.cpu)) != 0 ||
+			if ptr.Deref(s.Replicas, 0) != d.replicas || s.Parameters["max_connections"] != d.connections || cpu.Cmp(resource.MustParse(d.cpu)) != 0 ||
 				s.Storage.Size == nil || s.Storage.Size.Cmp(resource.MustParse(d.size)) != 0 || s.Engine != d.engine || s.DeletionPolicy != d.policy {
-				t.Errorf("%s: spec replicas %d cpu %s size %v engine %s policy %s; the workload asked for %+v",
-					d.name, ptrValue(s.Replicas), cpu.String(), s.Storage.Size, s.Engine, s.DeletionPolicy, *d)
+				t.Errorf("%s: spec replicas %d max_connections %q cpu %s size %v engine %s policy %s; the workload asked for %+v",
+					d.name, ptr.Deref(s.Replicas, 0), s.Parameters["max_connections"], cpu.String(), s.Storage.Size, s.Engine, s.DeletionPolicy, *d)
 			}
 		}
 	}

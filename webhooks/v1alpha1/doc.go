@@ -10,8 +10,13 @@
 // webhooks were down is refused the same way.
 //
 // Validation collects every error with its field path, so that one
-// apierrors.NewInvalid tells the user everything at once, and returns
+// apierrors.NewInvalid tells the user everything at once. The defaulting
+// webhook validates too, because the API server checks the CRD's schema
+// before it calls the validating webhooks and stops there when the schema
+// refuses; Guard reads quantities as text first, so that a malformed one is
+// one more field error rather than a decoding failure (docs/admission.md).
+// Validation also returns
 // warnings (admission.Warnings) for legal but risky choices: an end-of-life
-// version, a single replica, deletionPolicy Delete, and changes that restart
-// the database pods.
+// version, a single replica of an engine that replicates, deletionPolicy
+// Delete, and changes that restart the database pods.
 package v1alpha1

@@ -24,13 +24,31 @@ func TestCheckQuantities(t *testing.T) {
 		raw  string
 		want []string // field: detail fragment
 	}{
-		{name: "ordinary quantities pass", raw: `{"spec":{"storage":{"size":"10Gi"},"resources":{"requests":{"cpu":"500m","memory":1073741824},"limits":{"cpu":"1.5e3m"}}}}`},
+		{name: "ordinary quantities pass", raw: `{"spec":{"storage":{"size":"10Gi"},"resources":{"requests":{"cpu":"500m","memory":1073741824},"limits":{"cpu":"1.5e3"}}}}`},
 		{name: "exponents up to 99 pass", raw: `{"spec":{"storage":{"size":"1e99"},"resources":{"requests":{"cpu":"5e-99"}}}}`},
 		{name: "the exa suffix is not an exponent", raw: `{"spec":{"storage":{"size":"1E"},"resources":{"limits":{"memory":"2Ei"}}}}`},
 		{name: "a Database without quantities passes", raw: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres"}}`},
 		{name: "JSON of the wrong shape is left to the decoder", raw: `{"spec":"postgres"}`},
 		{name: "malformed JSON is left to the decoder", raw: `{"spec":{"storage":{"size":"1e-999999999"`},
-		{name: "text that is not a quantity is left to the decoder", raw: `{"spec":{"storage":{"size":"ten gigabytes"}}}`},
+		{name: "a null quantity is unset", raw: `{"spec":{"storage":{"size":null},"resources":{"requests":{"cpu":null}}}}`},
+		{
+			name: "text that is not a quantity is refused with an example for the field",
+			raw:  `{"spec":{"storage":{"size":"ten gigabytes"},"resources":{"requests":{"cpu":"lots","memory":"1 GB"},"limits":{"nvidia.com/gpu":"one"}}}}`,
+			want: []string{
+				"spec.resources.limits[nvidia.com/gpu]: must be a quantity such as 1, 500m or 10Gi",
+				"spec.resources.requests[cpu]: must be a quantity such as 500m or 2",
+				"spec.resources.requests[memory]: must be a quantity such as 512Mi or 2Gi",
+				"spec.storage.size: must be a quantity such as 10Gi or 1Ti",
+			},
+		},
+		{
+			name: "a quantity neither a string nor a number is refused, naming its type",
+			raw:  `{"spec":{"storage":{"size":{"gigabytes":10}},"resources":{"limits":{"memory":true}}}}`,
+			want: []string{
+				"spec.resources.limits[memory]: must be a quantity such as 512Mi or 2Gi, written as a string",
+				"spec.storage.size: must be a quantity such as 10Gi or 1Ti, written as a string",
+			},
+		},
 		{name: "parameters are not quantities", raw: `{"spec":{"parameters":{"max_wal_size":"1e-999999999"}}}`},
 		{
 			name: "a huge negative exponent is refused, as a string or a number",
@@ -162,5 +180,98 @@ func TestGuardAnswersAtOnce(t *testing.T) {
 				t.Errorf("a valid Database was refused: %+v", resp.Result)
 			}
 		})
+	}
+}
+
+// TestGuardReportsQuantitiesWithTheOtherErrors sends Databases with
+// malformed quantities and other problems through the guarded handlers:
+// one Invalid answer names every problem in the order of the fields, and
+// no rule reports the default that took a malformed quantity's place.
+func TestGuardReportsQuantitiesWithTheOtherErrors(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := dbv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	handlers := map[string]admission.Handler{
+		"defaulting": Guard(admission.WithDefaulter(scheme, admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})).Handler),
+		"validating": Guard(admission.WithValidator(scheme, admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})).Handler),
+	}
+	tests := []struct {
+		name        string
+		op          admissionv1.Operation
+		old         *dbv1.Database
+		object      string
+		defaultOnly bool // the validating webhook sees the object defaulted; these tests send it as given
+		want        string
+	}{
+		{
+			name:   "a create with a malformed size, a malformed request and other errors",
+			op:     admissionv1.Create,
+			object: `{"metadata":{"name":"orders"},"spec":{"image":"postgres:latest","storage":{"size":"10 gigs"},"resources":{"requests":{"cpu":"lots"}},"port":80}}`,
+			want: `Database.dbkeeper.io "orders" is invalid: [` +
+				`spec.image: Invalid value: "postgres:latest": must not use the tag "latest", which moves: pods restarted at different times would run different versions; name a version, e.g. docker.io/library/postgres:17.6, ` +
+				`spec.storage.size: Invalid value: "10 gigs": must be a quantity such as 10Gi or 1Ti, ` +
+				`spec.resources.requests[cpu]: Invalid value: "lots": must be a quantity such as 500m or 2, ` +
+				`spec.port: Invalid value: 80: must be between 1024 and 65535, inclusive]`,
+			defaultOnly: true,
+		},
+		{
+			name:   "an update whose new size is malformed is not also reported as shrinking",
+			op:     admissionv1.Update,
+			old:    valid(withStorageSize("10Gi")),
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
+			want:   `Database.dbkeeper.io "orders" is invalid: spec.storage.size: Invalid value: "10 gigs": must be a quantity such as 10Gi or 1Ti`,
+		},
+		{
+			name:   "a create whose only problem is a malformed quantity",
+			op:     admissionv1.Create,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"limits":{"memory":"2 GB"}}}}`,
+			want:   `Database.dbkeeper.io "orders" is invalid: spec.resources.limits[memory]: Invalid value: "2 GB": must be a quantity such as 512Mi or 2Gi`,
+		},
+	}
+	for _, tt := range tests {
+		for name, h := range handlers {
+			if tt.defaultOnly && name == "validating" {
+				continue
+			}
+			t.Run(tt.name+", "+name, func(t *testing.T) {
+				req := admissionRequest(t, tt.op, tt.old, nil)
+				req.Object.Raw = []byte(tt.object)
+				resp := h.Handle(context.Background(), req)
+				if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
+					t.Fatalf("response %+v, want 422", resp.Result)
+				}
+				if resp.Result.Message != tt.want {
+					t.Errorf("message:\n got  %s\n want %s", resp.Result.Message, tt.want)
+				}
+				if len(resp.Patches) != 0 {
+					t.Errorf("a refused request carries patches %+v", resp.Patches)
+				}
+			})
+		}
+	}
+}
+
+// TestFieldRankFollowsValidate checks that the order in which decoding
+// errors are merged into Validate's errors is Validate's own, on a Database
+// with an error in every field.
+func TestFieldRankFollowsValidate(t *testing.T) {
+	db := valid(
+		with(func(db *dbv1.Database) { db.Name = "Orders" }),
+		withEngine("oracle"), withVersion("12"), withImage("postgres:latest"), withReplicas(0), withStorageSize("100Mi"),
+		withRequest(corev1.ResourceMemory, "2Gi"), withLimit(corev1.ResourceMemory, "1Gi"), withLimit(corev1.ResourceCPU, "-1"),
+		withPort(22), withDatabaseName("template0"), withUsername("Admin"), withParameter("port", "1"), withDeletionPolicy("Keep"),
+	)
+	errs := testRules.Validate(db)
+	if len(errs) < 10 {
+		t.Fatalf("only %d errors: %v", len(errs), errs)
+	}
+	for i := 1; i < len(errs); i++ {
+		if fieldRank(errs[i-1].Field) > fieldRank(errs[i].Field) {
+			t.Errorf("Validate reports %s before %s, but fieldRank orders them the other way", errs[i-1].Field, errs[i].Field)
+		}
+	}
+	if fieldRank("spec.unknown") != len(reportOrder) || fieldRank("metadata.name") != -1 {
+		t.Errorf("fieldRank of other paths: spec.unknown %d, metadata.name %d", fieldRank("spec.unknown"), fieldRank("metadata.name"))
 	}
 }

@@ -278,6 +278,8 @@ func (r Rules) exampleImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo) 
 	return image
 }
 
+// validateReplicas checks spec.replicas against the engine's limit, which is
+// 1 for an engine dbkeeper does not replicate: the error says why.
 func validateReplicas(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	switch {
 	case spec.Replicas == nil:
@@ -285,8 +287,14 @@ func validateReplicas(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *fi
 	case *spec.Replicas < 1:
 		*errs = append(*errs, field.Invalid(replicasPath, *spec.Replicas, "must be at least 1"))
 	case engine != nil && *spec.Replicas > engine.MaxReplicas:
-		*errs = append(*errs, field.Invalid(replicasPath, *spec.Replicas,
-			fmt.Sprintf("must be at most %d for %s", engine.MaxReplicas, engine.Name)))
+		detail := fmt.Sprintf("must be at most %d for %s", engine.MaxReplicas, engine.Name)
+		if engine.MaxReplicas == 1 {
+			detail = "must be 1"
+		}
+		if engine.MaxReplicasReason != "" {
+			detail += ": " + engine.MaxReplicasReason
+		}
+		*errs = append(*errs, field.Invalid(replicasPath, *spec.Replicas, detail))
 	}
 }
 

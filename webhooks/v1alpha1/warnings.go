@@ -17,20 +17,33 @@ const endOfLifeNotice = 90 * 24 * time.Hour
 
 // stateWarnings returns the warnings about newDB as it would be stored: its
 // version's end of life, and, on create (oldDB nil) or when the field changes
-// to it, a single replica and deletionPolicy Delete. The order is fixed.
+// to it, a single replica of a replicated engine and deletionPolicy Delete.
+// The order is fixed.
 func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
 	var warnings admission.Warnings
 	spec := &newDB.Spec
 	if w := r.endOfLifeWarning(spec); w != "" {
 		warnings = append(warnings, w)
 	}
-	if spec.Replicas != nil && *spec.Replicas == 1 && (oldDB == nil || ptrValue(oldDB.Spec.Replicas) != 1) {
-		warnings = append(warnings, "spec.replicas is 1: there is no failover; the database is unavailable whenever its pod restarts or its node fails")
+	engine, _ := dbv1.LookupEngine(spec.Engine)
+	if w := warnSingleReplica(engine, oldDB, spec); w != "" {
+		warnings = append(warnings, w)
 	}
 	if spec.DeletionPolicy == dbv1.DeletionPolicyDelete && (oldDB == nil || oldDB.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete) {
 		warnings = append(warnings, "spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data are deleted with the Database")
 	}
 	return warnings
+}
+
+// warnSingleReplica returns a warning when spec.replicas becomes 1 for an
+// engine that can run more, "" otherwise. An engine whose MaxReplicas is 1
+// has no standby to fail over to whatever the spec says, and a warning
+// would ask for what cannot be given.
+func warnSingleReplica(engine *dbv1.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
+	if engine == nil || engine.MaxReplicas <= 1 || ptrValue(spec.Replicas) != 1 || (oldDB != nil && ptrValue(oldDB.Spec.Replicas) == 1) {
+		return ""
+	}
+	return "spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails"
 }
 
 // endOfLifeWarning returns a warning when the spec's version has reached its

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	singleReplicaWarning  = "spec.replicas is 1: there is no failover; the database is unavailable whenever its pod restarts or its node fails"
+	singleReplicaWarning  = "spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails"
 	deletePolicyWarning   = "spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data are deleted with the Database"
 	postgres14EOLWarning  = "postgres 14 reached end of life on 2026-11-12; upgrade to a supported version"
 	postgres14SoonWarning = "postgres 14 reaches end of life on 2026-11-12; plan an upgrade to a supported version"
@@ -36,8 +36,8 @@ func TestValidateCreateWarnings(t *testing.T) {
 		db    *dbv1.Database
 		want  []string
 	}{
-		{name: "a single replica has no failover", db: valid(), want: []string{singleReplicaWarning}},
-		{name: "three replicas warn of nothing", db: valid(withReplicas(3))},
+		{name: "a single replica warns of nothing while the engine runs no replication", db: valid()},
+		{name: "more replicas than the engine runs warn of nothing: they are refused", db: valid(withReplicas(3))},
 		{
 			name: "deletionPolicy Delete destroys the data with the Database",
 			db:   valid(withReplicas(3), withDeletionPolicy("Delete")), want: []string{deletePolicyWarning},
@@ -45,39 +45,39 @@ func TestValidateCreateWarnings(t *testing.T) {
 		{
 			name:  "a version past its end of life, on the day",
 			rules: rulesAt(day(2026, time.November, 12)),
-			db:    valid(withVersion("14"), withImage(""), withReplicas(3)), want: []string{postgres14EOLWarning},
+			db:    valid(withVersion("14"), withImage("")), want: []string{postgres14EOLWarning},
 		},
 		{
 			name:  "a version past its end of life",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    defaulted(database("orders", withVersion("14"), withReplicas(3))), want: []string{postgres14EOLWarning},
+			db:    defaulted(database("orders", withVersion("14"))), want: []string{postgres14EOLWarning},
 		},
 		{
 			name:  "a version within 90 days of its end of life",
 			rules: rulesAt(day(2026, time.September, 1)),
-			db:    defaulted(database("orders", withVersion("14"), withReplicas(3))), want: []string{postgres14SoonWarning},
+			db:    defaulted(database("orders", withVersion("14"))), want: []string{postgres14SoonWarning},
 		},
 		{
 			name:  "a version more than 90 days before its end of life",
 			rules: rulesAt(day(2026, time.August, 1)),
-			db:    defaulted(database("orders", withVersion("14"), withReplicas(3))),
+			db:    defaulted(database("orders", withVersion("14"))),
 		},
 		{
 			name:  "a mysql version past its end of life",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    defaulted(database("orders", withEngine("mysql"), withVersion("8.0"), withReplicas(3))),
+			db:    defaulted(database("orders", withEngine("mysql"), withVersion("8.0"))),
 			want:  []string{"mysql 8.0 reached end of life on 2026-04-30; upgrade to a supported version"},
 		},
 		{
 			name:  "every warning at once, in a fixed order",
 			rules: rulesAt(day(2026, time.December, 2)),
 			db:    defaulted(database("orders", withVersion("14"), withDeletionPolicy("Delete"))),
-			want:  []string{postgres14EOLWarning, singleReplicaWarning, deletePolicyWarning},
+			want:  []string{postgres14EOLWarning, deletePolicyWarning},
 		},
 		{
 			name:  "no end-of-life warning for an unsupported version",
 			rules: rulesAt(day(2030, time.January, 1)),
-			db:    valid(withVersion("9"), withReplicas(3)),
+			db:    valid(withVersion("9")),
 		},
 	}
 	for _, tt := range tests {
@@ -89,7 +89,6 @@ func TestValidateCreateWarnings(t *testing.T) {
 }
 
 func TestValidateUpdateWarnings(t *testing.T) {
-	three := withReplicas(3)
 	tests := []struct {
 		name     string
 		old, new *dbv1.Database
@@ -97,74 +96,58 @@ func TestValidateUpdateWarnings(t *testing.T) {
 	}{
 		{
 			name: "changing resources restarts every pod, one at a time",
-			old:  valid(three), new: valid(three, withRequest(corev1.ResourceMemory, "1Gi")),
-			want: []string{"changing spec.resources restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  valid(), new: valid(withRequest(corev1.ResourceMemory, "1Gi")),
+			want: []string{"changing spec.resources restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing parameters restarts the pods",
-			old:  valid(three), new: valid(three, withParameter("work_mem", "8MB")),
-			want: []string{"changing spec.parameters restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  valid(), new: valid(withParameter("work_mem", "8MB")),
+			want: []string{"changing spec.parameters restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the port restarts the pods",
-			old:  valid(three), new: valid(three, withPort(6432)),
-			want: []string{"changing spec.port restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  valid(), new: valid(withPort(6432)),
+			want: []string{"changing spec.port restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the image restarts the pods",
-			old:  valid(three), new: valid(three, withImage("postgres:17.7")),
-			want: []string{"changing spec.image restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  valid(), new: valid(withImage("postgres:17.7")),
+			want: []string{"changing spec.image restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the version restarts the pods, and names the version rather than the image it implies",
-			old:  validMySQL(three, withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43")), new: validMySQL(three),
-			want: []string{"changing spec.version restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43")), new: validMySQL(),
+			want: []string{"changing spec.version restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "several changes restart the pods once",
-			old:  valid(three),
-			new:  valid(three, withImage("postgres:17.7"), withLimit(corev1.ResourceCPU, "2"), withParameter("work_mem", "8MB"), withPort(6432)),
-			want: []string{"changing spec.image, spec.resources, spec.parameters and spec.port restarts 3 pods of StatefulSet orders, one at a time"},
+			old:  valid(),
+			new:  valid(withImage("postgres:17.7"), withLimit(corev1.ResourceCPU, "2"), withParameter("work_mem", "8MB"), withPort(6432)),
+			want: []string{"changing spec.image, spec.resources, spec.parameters and spec.port restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "a single pod restart makes the database unavailable",
 			old:  valid(), new: valid(withRequest(corev1.ResourceCPU, "1")),
 			want: []string{"changing spec.resources restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
-		{
-			name: "scaling up while changing resources restarts only the existing pods",
-			old:  valid(withReplicas(2)), new: valid(withReplicas(5), withRequest(corev1.ResourceCPU, "1")),
-			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
-		},
-		{
-			name: "scaling down while changing resources restarts only the pods that remain",
-			old:  valid(withReplicas(5)), new: valid(withReplicas(2), withRequest(corev1.ResourceCPU, "1")),
-			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
-		},
-		{name: "scaling restarts no pod", old: valid(three), new: valid(withReplicas(5))},
-		{name: "growing the storage restarts no pod", old: valid(three), new: valid(three, withStorageSize("5Gi"))},
-		{name: "the same resources in other units restart no pod", old: valid(three), new: valid(three, withRequest(corev1.ResourceCPU, "0.1"))},
-		{
-			name: "scaling down to one replica warns that there is no failover",
-			old:  valid(three), new: valid(),
-			want: []string{singleReplicaWarning},
-		},
+		{name: "growing the storage restarts no pod", old: valid(), new: valid(withStorageSize("5Gi"))},
+		{name: "the same resources in other units restart no pod", old: valid(), new: valid(withRequest(corev1.ResourceCPU, "0.1"))},
 		{
 			name: "a change to a Database that stays at one replica does not repeat the single replica warning",
 			old:  valid(), new: valid(withStorageSize("5Gi")),
 		},
 		{
 			name: "switching to deletionPolicy Delete warns that data is deleted",
-			old:  valid(three), new: valid(three, withDeletionPolicy("Delete")),
+			old:  valid(), new: valid(withDeletionPolicy("Delete")),
 			want: []string{deletePolicyWarning},
 		},
 		{
 			name: "a change to a Database that keeps deletionPolicy Delete does not repeat the warning",
-			old:  valid(three, withDeletionPolicy("Delete")), new: valid(withReplicas(4), withDeletionPolicy("Delete")),
+			old:  valid(withDeletionPolicy("Delete")), new: valid(withStorageSize("5Gi"), withDeletionPolicy("Delete")),
 		},
 		{
 			name: "a refused change warns of no restart",
-			old:  valid(three), new: valid(three, withRequest(corev1.ResourceCPU, "1"), withUsername("shop")),
+			old:  valid(), new: valid(withRequest(corev1.ResourceCPU, "1"), withUsername("shop")),
 		},
 		{
 			name: "a change of metadata only warns of nothing, not even end of life",
@@ -181,8 +164,60 @@ func TestValidateUpdateWarnings(t *testing.T) {
 
 	t.Run("an update of a Database past its end of life repeats the end-of-life warning", func(t *testing.T) {
 		rules := rulesAt(time.Date(2026, time.December, 2, 0, 0, 0, 0, time.UTC))
-		old := defaulted(database("orders", withVersion("14"), three))
-		warnings, _ := rules.ValidateUpdate(old, defaulted(old, withReplicas(4)))
+		old := defaulted(database("orders", withVersion("14")))
+		warnings, _ := rules.ValidateUpdate(old, defaulted(old, withStorageSize("5Gi")))
 		assertWarnings(t, warnings, postgres14EOLWarning)
 	})
+}
+
+// TestReplicatedEngineWarnings checks the warnings that depend on the number
+// of pods with an engine that runs replication, which the catalog has none
+// of yet: a copy of postgres with a higher MaxReplicas.
+func TestReplicatedEngineWarnings(t *testing.T) {
+	postgres, _ := dbv1.LookupEngine(dbv1.EnginePostgres)
+	replicated := *postgres
+	replicated.MaxReplicas = 5
+
+	t.Run("a single replica of a replicated engine has no standby", func(t *testing.T) {
+		if got := warnSingleReplica(&replicated, nil, &valid().Spec); got != singleReplicaWarning {
+			t.Errorf("warning = %q, want %q", got, singleReplicaWarning)
+		}
+		if got := warnSingleReplica(&replicated, valid(withReplicas(3)), &valid().Spec); got != singleReplicaWarning {
+			t.Errorf("scaling down to 1: warning = %q, want %q", got, singleReplicaWarning)
+		}
+		if got := warnSingleReplica(&replicated, valid(), &valid().Spec); got != "" {
+			t.Errorf("staying at 1 repeated the warning %q", got)
+		}
+		if got := warnSingleReplica(postgres, nil, &valid().Spec); got != "" {
+			t.Errorf("an engine without replication warned %q", got)
+		}
+	})
+
+	tests := []struct {
+		name     string
+		old, new *dbv1.Database
+		want     []string
+	}{
+		{
+			name: "changing resources restarts every pod, one at a time",
+			old:  valid(withReplicas(3)), new: valid(withReplicas(3), withRequest(corev1.ResourceMemory, "1Gi")),
+			want: []string{"changing spec.resources restarts 3 pods of StatefulSet orders, one at a time"},
+		},
+		{
+			name: "scaling up while changing resources restarts only the existing pods",
+			old:  valid(withReplicas(2)), new: valid(withReplicas(5), withRequest(corev1.ResourceCPU, "1")),
+			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
+		},
+		{
+			name: "scaling down while changing resources restarts only the pods that remain",
+			old:  valid(withReplicas(5)), new: valid(withReplicas(2), withRequest(corev1.ResourceCPU, "1")),
+			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
+		},
+		{name: "scaling restarts no pod", old: valid(withReplicas(3)), new: valid(withReplicas(5))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertWarnings(t, appendRestartWarning(nil, tt.old, tt.new), tt.want...)
+		})
+	}
 }

@@ -74,26 +74,39 @@ func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
 }
 
 // DatabaseDefaulter is the mutating admission webhook of Databases: it
-// applies Rules.Default on create and Rules.DefaultUpdate on update.
+// applies Rules.Default on create and Rules.DefaultUpdate on update, then
+// refuses the Database if Rules.ValidateCreate or ValidateUpdate finds an
+// error.
+//
+// Validating at the mutating stage is what makes one answer name every
+// problem: the API server checks the CRD's schema after the mutating
+// webhooks and calls the validating webhooks only if the schema passes, so
+// an object with a value the schema refuses (replicas -1) would otherwise
+// be answered with the schema's errors alone, and the others (a :latest
+// image) only on the next try. dbkeeper's rules cover everything the schema
+// checks, so the answer given here is complete. DatabaseValidator runs the
+// same rules again after every mutating webhook, as the final word.
 type DatabaseDefaulter struct {
 	Rules Rules
 }
 
-// Default defaults the Database of an admission request. On UPDATE it reads
-// the stored Database from the request, so that a version change re-defaults
-// an image that was the old version's default.
+// Default defaults the Database of an admission request and validates the
+// result. On UPDATE it reads the stored Database from the request, so that
+// a version change re-defaults an image that was the old version's default.
 func (d *DatabaseDefaulter) Default(ctx context.Context, db *dbv1.Database) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || req.Operation != admissionv1.Update {
 		d.Rules.Default(db)
-		return nil
+		_, errs := d.Rules.ValidateCreate(db)
+		return invalid(db, withDecodeErrors(ctx, errs))
 	}
 	oldDB, err := decodeOldObject(req)
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored Database %s: %v", req.Name, err))
 	}
 	d.Rules.DefaultUpdate(oldDB, db)
-	return nil
+	_, errs := d.Rules.ValidateUpdate(oldDB, db)
+	return invalid(db, withDecodeErrors(ctx, errs))
 }
 
 // decodeOldObject returns the stored Database of an UPDATE request.
@@ -119,15 +132,15 @@ type DatabaseValidator struct {
 }
 
 // ValidateCreate validates a Database being created.
-func (v *DatabaseValidator) ValidateCreate(_ context.Context, db *dbv1.Database) (admission.Warnings, error) {
+func (v *DatabaseValidator) ValidateCreate(ctx context.Context, db *dbv1.Database) (admission.Warnings, error) {
 	warnings, errs := v.Rules.ValidateCreate(db)
-	return warnings, invalid(db, errs)
+	return warnings, invalid(db, withDecodeErrors(ctx, errs))
 }
 
 // ValidateUpdate validates a change of a Database.
-func (v *DatabaseValidator) ValidateUpdate(_ context.Context, oldDB, newDB *dbv1.Database) (admission.Warnings, error) {
+func (v *DatabaseValidator) ValidateUpdate(ctx context.Context, oldDB, newDB *dbv1.Database) (admission.Warnings, error) {
 	warnings, errs := v.Rules.ValidateUpdate(oldDB, newDB)
-	return warnings, invalid(newDB, errs)
+	return warnings, invalid(newDB, withDecodeErrors(ctx, errs))
 }
 
 // ValidateDelete refuses to delete a protected Database.

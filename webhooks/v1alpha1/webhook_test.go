@@ -110,7 +110,7 @@ func TestDatabaseDefaulter(t *testing.T) {
 func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	hook := admission.WithDefaulter(testScheme(t), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules}))
 
-	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, database("orders", withReplicas(3))))
+	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, database("orders", withReplicas(1))))
 	if !resp.Allowed {
 		t.Fatalf("response not allowed: %+v", resp.Result)
 	}
@@ -128,9 +128,9 @@ func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	}
 
 	t.Run("an update that bumps the version replaces the image", func(t *testing.T) {
-		oldDB := valid(withVersion("16"), withImage("docker.io/library/postgres:16.10"))
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, defaulted(oldDB, withVersion("17"))))
-		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/spec/image" || resp.Patches[0].Value != "docker.io/library/postgres:17.6" {
+		oldDB := validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43"))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, defaulted(oldDB, withVersion("8.4"))))
+		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/spec/image" || resp.Patches[0].Value != "docker.io/library/mysql:8.4.6" {
 			t.Errorf("response: allowed %v, patches %+v", resp.Allowed, resp.Patches)
 		}
 	})
@@ -157,11 +157,11 @@ func TestValidatingWebhook(t *testing.T) {
 		if want := `Database.dbkeeper.io "orders" is invalid: [spec.port: Invalid value: 80`; !strings.HasPrefix(resp.Result.Message, want) {
 			t.Errorf("message = %q, want it to start with %q", resp.Result.Message, want)
 		}
-		assertWarnings(t, resp.Warnings, singleReplicaWarning)
+		assertWarnings(t, resp.Warnings)
 	})
 
 	t.Run("allows a valid Database with its warnings", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withDeletionPolicy("Delete"), withReplicas(3))))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withDeletionPolicy("Delete"))))
 		if !resp.Allowed {
 			t.Fatalf("refused: %s", resp.Result.Message)
 		}

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// childConditions are the conditions of the children, in the order they
+// are reconciled, each with how it is derived from a valid spec's
+// observation.
+var childConditions = []struct {
+	conditionType string
+	// invalid is the message while the spec is invalid.
+	invalid string
+	state   func(observation) (ok bool, reason, message string)
+}{
+	{dbv1.ConditionCredentialsReady, "the spec is invalid; the Secret was not changed", credentialsState},
+	{dbv1.ConditionServicesReady, "the spec is invalid; the Services were not changed", servicesState},
+	{dbv1.ConditionStatefulSetReady, "the spec is invalid; the StatefulSet was not changed", statefulSetState},
+}
+
+// setChildConditions sets the condition of each child.
+func setChildConditions(status *dbv1.DatabaseStatus, obs observation) {
+	for _, c := range childConditions {
+		ok, reason, message := false, dbv1.ReasonInvalidSpec, c.invalid
+		if obs.invalid == nil {
+			ok, reason, message = c.state(obs)
+		}
+		setCondition(status, obs.generation, c.conditionType, ok, reason, message)
+	}
+}
+
+// credentialsState reports the credentials Secret.
+func credentialsState(obs observation) (ok bool, reason, message string) {
+	if obs.secret.err != nil {
+		return false, dbv1.ReasonApplyFailed, obs.secret.err.Error()
+	}
+	return true, dbv1.ReasonReconciled, "the credentials Secret matches the spec"
+}
+
+// servicesState reports the client and headless Services.
+func servicesState(obs observation) (ok bool, reason, message string) {
+	switch {
+	case obs.services.err != nil:
+		return false, dbv1.ReasonApplyFailed, obs.services.err.Error()
+	case obs.secret.err != nil:
+		return false, dbv1.ReasonApplyFailed, "waiting for the credentials Secret"
+	}
+	return true, dbv1.ReasonReconciled, "the Services match the spec"
+}
+
+// statefulSetState reports the StatefulSet and its rollout.
+func statefulSetState(obs observation) (ok bool, reason, message string) {
+	switch {
+	case obs.statefulSet.err != nil:
+		return false, dbv1.ReasonApplyFailed, obs.statefulSet.err.Error()
+	case obs.childFailed():
+		// The StatefulSet was not looked at: say so, rather than that it
+		// does not exist.
+		return false, dbv1.ReasonApplyFailed, "not reconciled: waiting for the credentials Secret and the Services"
+	}
+	return rollout(obs)
+}
+
+// rollout describes how far the StatefulSet is from running the current
+// spec with every replica ready. ok is true when it is done.
+func rollout(obs observation) (ok bool, reason, message string) {
+	sts := obs.statefulSet.live
+	switch {
+	case obs.statefulSet.wrote || sts != nil && sts.Status.ObservedGeneration < sts.Generation:
+		// Also what the next reconcile finds in a StatefulSet this one
+		// created: the status need not change in between.
+		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is applying the new spec", obs.statefulSet.name)
+	case sts == nil:
+		return false, dbv1.ReasonProgressing, "the StatefulSet does not exist yet"
+	case sts.Status.UpdateRevision != "" && sts.Status.CurrentRevision != sts.Status.UpdateRevision,
+		sts.Status.UpdatedReplicas < obs.replicas:
+		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is rolling out: %d of %d replicas updated", sts.Name, sts.Status.UpdatedReplicas, obs.replicas)
+	case sts.Status.Replicas != obs.replicas:
+		return false, dbv1.ReasonWaitingForReplicas, fmt.Sprintf("StatefulSet %s has %d replicas, wants %d", sts.Name, sts.Status.Replicas, obs.replicas)
+	case sts.Status.ReadyReplicas < obs.replicas:
+		return false, dbv1.ReasonWaitingForReplicas, fmt.Sprintf("StatefulSet %s has %d of %d replicas ready", sts.Name, sts.Status.ReadyReplicas, obs.replicas)
+	default:
+		return true, dbv1.ReasonReplicasReady, fmt.Sprintf("all %d replicas are ready", obs.replicas)
+	}
+}
+
+// setSummaryConditions sets Ready, Reconciling and Stalled from the child
+// conditions, following kstatus: Stalled when progress needs a human,
+// Reconciling while converging, Ready when everything is done.
+func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
+	stalled := obs.blocked()
+	if obs.invalid != nil {
+		stalled = &problem{dbv1.ReasonInvalidSpec, obs.invalid.Error()}
+	}
+	if stalled == nil {
+		stalled = podProblem(obs.pods)
+	}
+	if stalled != nil {
+		setCondition(status, obs.generation, dbv1.ConditionStalled, true, stalled.reason, stalled.message)
+		setCondition(status, obs.generation, dbv1.ConditionReconciling, false, stalled.reason, "progress needs a human: see the Stalled condition")
+		setCondition(status, obs.generation, dbv1.ConditionReady, false, stalled.reason, stalled.message)
+		return
+	}
+	setCondition(status, obs.generation, dbv1.ConditionStalled, false, dbv1.ReasonReconciled, "no problem needs a human")
+
+	var waiting []string
+	reason := dbv1.ReasonReconciled
+	for _, child := range childConditions {
+		t := child.conditionType
+		c := meta.FindStatusCondition(status.Conditions, t)
+		if c == nil || c.Status == metav1.ConditionTrue {
+			continue
+		}
+		if reason == dbv1.ReasonReconciled {
+			reason = c.Reason
+		}
+		waiting = append(waiting, t+": "+c.Message)
+	}
+	if len(waiting) > 0 {
+		message := strings.Join(waiting, "; ")
+		setCondition(status, obs.generation, dbv1.ConditionReconciling, true, reason, message)
+		setCondition(status, obs.generation, dbv1.ConditionReady, false, reason, message)
+		return
+	}
+	setCondition(status, obs.generation, dbv1.ConditionReconciling, false, dbv1.ReasonReconciled, "the children match the spec")
+	setCondition(status, obs.generation, dbv1.ConditionReady, true, dbv1.ReasonReconciled, fmt.Sprintf("all %d replicas are ready", obs.replicas))
+}
+
+// phase derives the one-word phase for humans from the conditions. The
+// conditions say what is wrong now, not whether the Database was ever
+// ready, which tells a Database still being provisioned from a degraded
+// one: that one bit of history is the previous phase.
+func phase(conditions []metav1.Condition, previous dbv1.Phase) dbv1.Phase {
+	switch {
+	case meta.IsStatusConditionTrue(conditions, dbv1.ConditionStalled):
+		return dbv1.PhaseFailed
+	case meta.IsStatusConditionTrue(conditions, dbv1.ConditionReady):
+		return dbv1.PhaseReady
+	case previous == "" || previous == dbv1.PhasePending || previous == dbv1.PhaseProvisioning:
+		return dbv1.PhaseProvisioning
+	}
+	c := meta.FindStatusCondition(conditions, dbv1.ConditionStatefulSetReady)
+	if c != nil && c.Reason == dbv1.ReasonRollingOut || previous == dbv1.PhaseUpdating {
+		return dbv1.PhaseUpdating
+	}
+	return dbv1.PhaseDegraded
+}

@@ -1,0 +1,81 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// observation is what one reconcile saw and did; computeStatus derives the
+// status from it alone.
+type observation struct {
+	// generation is the Database's metadata.generation.
+	generation int64
+	// spec is the defaulted Database the children are built from.
+	spec *dbv1.Database
+	// replicas is the desired number of replicas.
+	replicas int32
+	// invalid is the validation error of the spec, if any; nothing else
+	// was observed then.
+	invalid error
+	// secret and services are what reconciling the credentials Secret and
+	// the Services found.
+	secret, services childObservation
+	// statefulSet is what reconciling the StatefulSet found.
+	statefulSet statefulSetObservation
+	// pods are the Database's pods.
+	pods []corev1.Pod
+}
+
+// childObservation is what reconciling one kind of child found.
+type childObservation struct {
+	// err is the error that stopped it; the children after it were not
+	// reconciled.
+	err error
+	// blocked is a problem that needs a human, found on the way (a child
+	// controlled by another object, a missing StorageClass).
+	blocked *problem
+}
+
+// statefulSetObservation is what reconciling the StatefulSet found.
+type statefulSetObservation struct {
+	childObservation
+	// name is the StatefulSet's name.
+	name string
+	// live is the StatefulSet as read before this reconcile's write, nil
+	// when it did not exist.
+	live *appsv1.StatefulSet
+	// wrote is true when this reconcile wrote the StatefulSet, so its
+	// status cannot describe the new spec yet.
+	wrote bool
+	// claimsUnbound is true when a claim to grow is not bound yet.
+	claimsUnbound bool
+}
+
+// problem is a condition reason with its message.
+type problem struct {
+	reason, message string
+}
+
+// blocked returns the first problem, in the order of the children, that
+// needs a human other than an invalid spec.
+func (o observation) blocked() *problem {
+	return firstProblem(o.secret.blocked, o.services.blocked, o.statefulSet.blocked)
+}
+
+// childFailed reports whether the Secret or the Services failed, so that
+// the StatefulSet was not looked at.
+func (o observation) childFailed() bool {
+	return o.secret.err != nil || o.services.err != nil
+}
+
+// firstProblem returns the first problem that is not nil.
+func firstProblem(problems ...*problem) *problem {
+	for _, p := range problems {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}

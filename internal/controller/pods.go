@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+)
+
+// observePods lists the Database's pods, to report those that fail.
+func (r *DatabaseReconciler) observePods(ctx context.Context, s *scope) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(s.db.Namespace), client.MatchingLabels(desired.SelectorLabels(s.db))); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return pods.Items, nil
+}
+
+// podToDatabase maps a pod to the Database named by its instance label.
+var podToDatabase = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[desired.LabelInstance]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+})
+
+// podProblemChanged passes the pod events that change what podProblem
+// reports: a pod that starts or stops failing to pull its image, crash
+// looping or being unschedulable, or is created or deleted failing. Every
+// other pod change reaches the Database through its StatefulSet's status,
+// so a starting pod costs no reconcile of its own.
+var podProblemChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return failing(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := problemOf(e.ObjectOld), problemOf(e.ObjectNew)
+		return (before == nil) != (after == nil) || before != nil && *before != *after
+	},
+	DeleteFunc:  func(e event.DeleteEvent) bool { return failing(e.Object) },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func problemOf(o client.Object) *problem {
+	if pod, ok := o.(*corev1.Pod); ok {
+		return podProblem([]corev1.Pod{*pod})
+	}
+	return nil
+}
+
+func failing(o client.Object) bool { return problemOf(o) != nil }
+
+// lastExit returns, for a container that exited before, its exit code and
+// the last line of its termination message (the end of its log, see
+// desired's FallbackToLogsOnError): the server's own reason, such as a
+// parameter it rejects. It returns "" when there is no previous exit.
+func lastExit(cs corev1.ContainerStatus) string {
+	t := cs.LastTerminationState.Terminated
+	if t == nil {
+		return ""
+	}
+	out := fmt.Sprintf("; last exit code %d", t.ExitCode)
+	lines := strings.Split(strings.TrimSpace(t.Message), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		const maxLine = 300
+		if len(last) > maxLine {
+			last = last[:maxLine] + "…"
+		}
+		out += ": " + last
+	}
+	return out
+}
+
+// podProblem returns the first failing pod, in name order, that needs a
+// human: it cannot pull its image, it crash-loops, or it cannot be scheduled.
+func podProblem(pods []corev1.Pod) *problem {
+	sorted := make([]*corev1.Pod, 0, len(pods))
+	for i := range pods {
+		sorted = append(sorted, &pods[i])
+	}
+	slices.SortFunc(sorted, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	for _, pod := range sorted {
+		statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+		for _, cs := range statuses {
+			if cs.State.Waiting == nil {
+				continue
+			}
+			w := cs.State.Waiting
+			switch w.Reason {
+			case "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
+				return &problem{dbv1.ReasonImagePullFailed, fmt.Sprintf("pod %s: container %s: %s: %s", pod.Name, cs.Name, w.Reason, w.Message)}
+			case "CrashLoopBackOff", "CreateContainerConfigError":
+				return &problem{dbv1.ReasonCrashLooping, fmt.Sprintf("pod %s: container %s: %s (%d restarts): %s%s", pod.Name, cs.Name, w.Reason, cs.RestartCount, w.Message, lastExit(cs))}
+			}
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return &problem{dbv1.ReasonUnschedulable, fmt.Sprintf("pod %s: %s", pod.Name, c.Message)}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// scope is the state of one reconcile.
+type scope struct {
+	// db is the Database as read, whose status is written at the end.
+	db *dbv1.Database
+	// spec is a defaulted copy of the Database, from which children are built.
+	spec *dbv1.Database
+	// obs is what the reconcile observed, from which the status is computed.
+	obs observation
+	// writes are this reconcile's writes to children, reported together in
+	// one Event.
+	writes []childWrite
+	// cacheBehind is true when the cached Database predates the last
+	// status write: the status was not computed.
+	cacheBehind bool
+}
+
+// Reconcile brings one Database's children to its spec and writes its status.
+func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	db := &dbv1.Database{}
+	if err := r.Client.Get(ctx, req.NamespacedName, db); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.status.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !db.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
+			return r.finalize(ctx, db)
+		}
+		// The garbage collector deletes the children.
+		return ctrl.Result{}, nil
+	}
+
+	s := r.newScope(db)
+	var errs []error
+	if s.obs.invalid == nil {
+		if err := r.syncFinalizer(ctx, s); err != nil {
+			// Nothing is created for a Database without its finalizer,
+			// nor for one deleted since the cache returned it.
+			switch {
+			case apierrors.IsNotFound(err):
+				return ctrl.Result{}, nil
+			case apierrors.IsConflict(err):
+				return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		errs = append(errs, r.reconcileChildren(ctx, s))
+	}
+	r.recordWrites(s)
+	errs = append(errs, r.writeStatus(ctx, s))
+	return result(ctx, s, errors.Join(errs...))
+}
+
+// newScope defaults a copy of db and validates it, as the admission
+// webhooks would: they may not have run.
+func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
+	s := &scope{db: db, spec: db.DeepCopy()}
+	r.Rules.Default(s.spec)
+	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0)}
+	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
+		s.obs.invalid = errs.ToAggregate()
+	}
+	return s
+}
+
+// reconcileChildren reconciles the children in order, each only once the
+// one before succeeded, and records in s.obs what each found. It returns
+// the error that stopped it.
+func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) error {
+	if s.obs.secret = r.reconcileSecret(ctx, s); s.obs.secret.err != nil {
+		return s.obs.secret.err
+	}
+	if s.obs.services = r.reconcileServices(ctx, s); s.obs.services.err != nil {
+		return s.obs.services.err
+	}
+	if s.obs.statefulSet = r.reconcileStatefulSet(ctx, s); s.obs.statefulSet.err != nil {
+		return s.obs.statefulSet.err
+	}
+	var err error
+	s.obs.pods, err = r.observePods(ctx, s)
+	return err
+}
+
+// writeStatus computes the status from what this reconcile observed and
+// writes it, unless the cache is behind the last status write.
+func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
+	if r.status.behind(s.db) {
+		s.cacheBehind = true
+		return nil
+	}
+	return r.status.write(ctx, r.Client, s.db, computeStatus(s.db.Status, s.obs))
+}

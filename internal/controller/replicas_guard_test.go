@@ -1,0 +1,214 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+// replicasError is the guard's message for a postgres Database with three
+// replicas, the webhook's own.
+const replicasError = "spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for postgres yet, " +
+	"and more replicas would be independent servers with diverging data behind one Service"
+
+// TestReplicasGuard stores a Database with three replicas past admission
+// (no webhooks, and a CRD without its replicas rule, as an earlier
+// dbkeeper's was) after its children exist, and checks that the reconciler
+// reports it Stalled with the webhook's message and leaves every child as
+// it was: nothing changed, nothing deleted.
+func TestReplicasGuard(t *testing.T) {
+	cfg := testenv.Start(t, &envtest.Environment{})
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, dbv1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "guard"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      controller.CacheOptions(),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controller.DatabaseReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dbkeeper"),
+		Rules: webhooks.Rules{Clock: clock.RealClock{}},
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	mgrCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mgrCtx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	key := client.ObjectKey{Namespace: "guard", Name: "orders"}
+	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres}}
+	if err := c.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	children := func() []client.Object {
+		return []client.Object{
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "orders-credentials"}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "orders"}},
+			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "orders-headless"}},
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "orders"}},
+		}
+	}
+	// snapshot returns kind/name@uid/resourceVersion of every child, or
+	// the first error.
+	snapshot := func() ([]string, error) {
+		var out []string
+		for _, child := range children() {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(child), child); err != nil {
+				return nil, fmt.Errorf("%T %s: %w", child, child.GetName(), err)
+			}
+			out = append(out, fmt.Sprintf("%T %s@%s/%s", child, child.GetName(), child.GetUID(), child.GetResourceVersion()))
+		}
+		return out, nil
+	}
+	testenv.Eventually(t, time.Minute, "the children of a one-replica Database, reconciled", func() string {
+		got := &dbv1.Database{}
+		if err := c.Get(ctx, key, got); err != nil {
+			return err.Error()
+		}
+		if got.Status.ObservedGeneration != got.Generation {
+			return fmt.Sprintf("observedGeneration %d of %d", got.Status.ObservedGeneration, got.Generation)
+		}
+		if _, err := snapshot(); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	before, err := snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Store replicas 3 as a cluster without the webhooks and with an
+	// earlier CRD would, then put the CRD back.
+	var rules apiextensionsv1.ValidationRules
+	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) {
+			rules, p.XValidations = p.XValidations, nil
+		})
+	}, func() error {
+		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
+		return c.Create(ctx, probe, client.DryRunAll)
+	})
+	if len(rules) == 0 {
+		t.Fatal("the CRD has no validation rule on spec.replicas")
+	}
+	stored := &dbv1.Database{}
+	if err := c.Get(ctx, key, stored); err != nil {
+		t.Fatal(err)
+	}
+	stored.Spec.Replicas = ptr.To[int32](3)
+	if err := c.Update(ctx, stored); err != nil {
+		t.Fatalf("storing three replicas past the schema: %v", err)
+	}
+	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
+	}, func() error {
+		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
+		if err := c.Create(ctx, probe, client.DryRunAll); err == nil {
+			return fmt.Errorf("a Database with three replicas is still admitted")
+		}
+		return nil
+	})
+
+	t.Run("the Database is Stalled with the webhook's message", func(t *testing.T) {
+		testenv.Eventually(t, time.Minute, "Stalled", func() string {
+			got := &dbv1.Database{}
+			if err := c.Get(ctx, key, got); err != nil {
+				return err.Error()
+			}
+			stalled := meta.FindStatusCondition(got.Status.Conditions, dbv1.ConditionStalled)
+			if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != dbv1.ReasonInvalidSpec ||
+				stalled.Message != replicasError || stalled.ObservedGeneration != stored.Generation {
+				return fmt.Sprintf("Stalled condition %+v at generation %d", stalled, stored.Generation)
+			}
+			return ""
+		})
+	})
+
+	t.Run("no child is changed or deleted", func(t *testing.T) {
+		// The reconcile that reported Stalled wrote its status after any
+		// write to a child.
+		after, err := snapshot()
+		if err != nil {
+			t.Fatalf("a child is gone: %v", err)
+		}
+		if !slices.Equal(before, after) {
+			t.Errorf("children changed:\n before %q\n after  %q", before, after)
+		}
+		sts := &appsv1.StatefulSet{}
+		if err := c.Get(ctx, key, sts); err != nil {
+			t.Fatal(err)
+		}
+		if got := ptr.Deref(sts.Spec.Replicas, 0); got != 1 {
+			t.Errorf("the StatefulSet runs %d replicas, want 1", got)
+		}
+	})
+
+	t.Run("setting replicas back to 1 lifts Stalled", func(t *testing.T) {
+		got := &dbv1.Database{}
+		if err := c.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Replicas = ptr.To[int32](1)
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Minute, "Stalled=False", func() string {
+			latest := &dbv1.Database{}
+			if err := c.Get(ctx, key, latest); err != nil {
+				return err.Error()
+			}
+			stalled := meta.FindStatusCondition(latest.Status.Conditions, dbv1.ConditionStalled)
+			if stalled == nil || stalled.Status != metav1.ConditionFalse || stalled.ObservedGeneration != latest.Generation {
+				return fmt.Sprintf("Stalled condition %+v at generation %d", stalled, latest.Generation)
+			}
+			return ""
+		})
+	})
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// result turns what one reconcile saw and the error it met into its
+// outcome. The first case that holds wins:
+//
+//  1. A conflict: the Database or a child changed since the cache returned
+//     it, most often by this controller's previous status write that the
+//     cache has not caught up with yet. Not an error, since nothing failed:
+//     look again once the cache caught up, keeping the log quiet and the
+//     backoff untouched.
+//  2. Any other error: retried with backoff. It comes before the terminal
+//     cases so that a failed status write of an invalid or blocked
+//     Database is retried: otherwise Stalled could stay unwritten.
+//  3. The cache is behind the last status write, so the status was not
+//     computed: look again once the cache has it, since the write's own
+//     event is filtered out. Before the terminal cases too: a blocker
+//     found now must still be written as Stalled.
+//  4. An invalid spec: terminal, since retrying cannot help; the next spec
+//     change triggers a reconcile.
+//  5. A blocker that needs a human (a missing StorageClass, a child
+//     controlled by another object, a claim that cannot grow): terminal.
+//  6. A claim to grow that is not bound yet: binding it changes nothing
+//     dbkeeper watches, so look again after a while.
+//  7. Otherwise done, until the next event.
+func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
+	switch {
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("conflict, retrying once the cache caught up", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case s.cacheBehind:
+		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
+	case s.obs.invalid != nil:
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
+	case s.obs.blocked() != nil:
+		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked().message))
+	case s.obs.statefulSet.claimsUnbound:
+		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// cacheBehindDelay is how long a reconcile that found the cache behind its
+// last status write waits for it.
+const cacheBehindDelay = 250 * time.Millisecond
+
+// unboundClaimRetryDelay is how long a reconcile that could not grow a claim
+// yet, because it is not bound, waits before it tries again.
+const unboundClaimRetryDelay = 5 * time.Second
+
+// conflictRetryDelay is how long a reconcile whose status write met a
+// conflict waits for the cache to catch up before it runs again.
+const conflictRetryDelay = time.Second

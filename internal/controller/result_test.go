@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+func TestResult(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: dbv1.GroupVersion.Group, Resource: "databases"}, "orders", errors.New("modified"))
+	failed := errors.New("applying Secret orders-credentials: connection refused")
+	invalid := observation{invalid: errors.New(`spec.version: Unsupported value: "12"`)}
+	missingClass := &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}
+	blocked := observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}}}
+	tests := []struct {
+		name     string
+		scope    scope
+		err      error
+		want     ctrl.Result
+		terminal bool
+		errored  bool
+	}{
+		{name: "a reconcile with nothing left to do is done", want: ctrl.Result{}},
+		{name: "a conflict waits for the cache quietly", err: conflict, want: ctrl.Result{RequeueAfter: conflictRetryDelay}},
+		{name: "a conflict of an invalid Database waits for the cache, then writes Stalled", scope: scope{obs: invalid}, err: conflict, want: ctrl.Result{RequeueAfter: conflictRetryDelay}},
+		{name: "a failure is retried with backoff", err: failed, errored: true},
+		{name: "a failed status write of an invalid Database is retried", scope: scope{obs: invalid}, err: failed, errored: true},
+		{name: "a failure of a blocked Database is retried", scope: scope{obs: blocked}, err: failed, errored: true},
+		{name: "a cache behind the last status write is waited for", scope: scope{cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay}},
+		{
+			name:  "an invalid spec found while the cache is behind waits for it, so that Stalled is written",
+			scope: scope{obs: invalid, cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay},
+		},
+		{
+			name:  "a blocker found while the cache is behind waits for it, so that Stalled is written",
+			scope: scope{obs: blocked, cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay},
+		},
+		{name: "an invalid spec is terminal", scope: scope{obs: invalid}, terminal: true},
+		{name: "a blocker is terminal", scope: scope{obs: blocked}, terminal: true},
+		{name: "a blocker wins over an unbound claim", scope: scope{obs: observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}, claimsUnbound: true}}}, terminal: true},
+		{name: "an unbound claim is looked at again", scope: scope{obs: observation{statefulSet: statefulSetObservation{claimsUnbound: true}}}, want: ctrl.Result{RequeueAfter: unboundClaimRetryDelay}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := result(context.Background(), &tt.scope, tt.err)
+			switch {
+			case tt.terminal:
+				if !errors.Is(err, reconcile.TerminalError(nil)) {
+					t.Errorf("error %v, want a terminal one", err)
+				}
+			case tt.errored:
+				if err == nil || errors.Is(err, reconcile.TerminalError(nil)) {
+					t.Errorf("error %v, want a retried one", err)
+				}
+			case err != nil:
+				t.Errorf("error %v, want none", err)
+			}
+			if got != tt.want {
+				t.Errorf("result %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

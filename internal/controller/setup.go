@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+)
+
+// DatabaseReconciler makes a Database's children match its spec and reports
+// their state in the Database's status.
+type DatabaseReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly. It is used only to look
+	// for an existing credentials Secret the cache cannot see (its labels
+	// were edited), so that a password is never regenerated.
+	APIReader client.Reader
+	// Recorder reports every write as an Event on the Database.
+	Recorder events.EventRecorder
+	// Rules are the admission rules; the reconciler applies the same
+	// defaulting and validation as the webhooks.
+	Rules webhooks.Rules
+	// Random is the source of generated passwords; nil means crypto/rand.
+	Random io.Reader
+
+	// created are the children created and not yet seen in the cache.
+	created createdChildren
+	// status writes the status and remembers the writes the cache has not
+	// shown yet.
+	status statusWriter
+}
+
+// Options tune the controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many Databases are reconciled at once.
+	MaxConcurrentReconciles int
+	// BackoffBase and BackoffMax bound the per-Database exponential retry
+	// delay after failed reconciles.
+	BackoffBase, BackoffMax time.Duration
+}
+
+// CacheOptions limits the manager's cache to the objects dbkeeper manages,
+// so it never holds every Secret or Pod of the cluster, and keeps of them
+// only what dbkeeper reads: the managed fields only on the children it
+// applies (it extracts its own fields from them), and of a Pod only its
+// metadata and status.
+func CacheOptions() cache.Options {
+	selector := labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})
+	applied := cache.ByObject{Label: selector}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&dbv1.Database{}:      {Transform: cache.TransformStripManagedFields()},
+			&corev1.Secret{}:      applied,
+			&corev1.Service{}:     applied,
+			&appsv1.StatefulSet{}: applied,
+			&corev1.Pod{}:         {Label: selector, Transform: slimPod},
+			// StatefulSet claims carry the volumeClaimTemplate's labels.
+			&corev1.PersistentVolumeClaim{}: {Label: selector, Transform: cache.TransformStripManagedFields()},
+		},
+	}
+}
+
+// slimPod drops what dbkeeper never reads of a cached Pod: its spec and
+// managed fields, most of its size.
+func slimPod(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.Spec = corev1.PodSpec{}
+		pod.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=databases/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the controller: it watches Databases, owns
+// their StatefulSets, Services and Secrets, and maps Pod events to their
+// Database.
+func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if r.Random == nil {
+		r.Random = rand.Reader
+	}
+	// Children are named by their kind in the scheme (kindOf).
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}} {
+		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {
+			return fmt.Errorf("the manager's scheme lacks a child kind: %w", err)
+		}
+	}
+	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetCache()}); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return fmt.Errorf("registering the phase metric: %w", err)
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("database").
+		// Every change of a Database is reconciled, its status included,
+		// so that an edit of the status by anyone else is undone; except
+		// the update that is this controller's own status write (see
+		// statusWriter).
+		For(&dbv1.Database{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.status.echo(e.ObjectNew) },
+		})).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
+		// A pod's progress shows in the StatefulSet's status, which is
+		// watched; the pods themselves only for the problems that do not.
+		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.BackoffBase, opts.BackoffMax),
+		}).
+		Complete(r)
+}

@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+)
+
+// reconcileStatefulSet applies the StatefulSet, grows its claims, and
+// reports its live state.
+func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope) statefulSetObservation {
+	want := desired.StatefulSet(s.spec)
+	obs := statefulSetObservation{name: *want.Name}
+	missingClass, err := r.storageClassProblem(ctx, s)
+	if err != nil {
+		obs.err = err
+		return obs
+	}
+	live := &appsv1.StatefulSet{}
+	c := child{
+		key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live, want: want,
+		owned: func() (any, error) { return appsv1ac.ExtractStatefulSet(live, desired.FieldManager) },
+	}
+	res, err := r.findOrCreate(ctx, s, c)
+	if err == nil && res.found {
+		// volumeClaimTemplates are immutable: a larger size is applied
+		// to the claims themselves.
+		keepClaimTemplateSize(want, live)
+		res, err = r.update(ctx, s, c)
+	}
+	obs.wrote, obs.err = res.wrote, err
+	if res.found && res.blocked == nil {
+		obs.live = live
+	}
+	var resizeFailed *problem
+	if err == nil && obs.live != nil {
+		obs.claimsUnbound, resizeFailed, obs.err = r.expandClaims(ctx, s, live)
+	}
+	obs.blocked = firstProblem(missingClass, res.blocked, resizeFailed)
+	return obs
+}
+
+// storageClassProblem reports a StorageClass the spec names that does not
+// exist.
+func (r *DatabaseReconciler) storageClassProblem(ctx context.Context, s *scope) (*problem, error) {
+	name := s.spec.Spec.Storage.StorageClassName
+	if name == nil || *name == "" {
+		return nil, nil
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: *name}, &storagev1.StorageClass{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return &problem{dbv1.ReasonStorageClassNotFound,
+			fmt.Sprintf("StorageClass %q does not exist: create it, or delete and recreate the Database with an existing spec.storage.storageClassName", *name)}, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading StorageClass %s: %w", *name, err)
+	}
+	return nil, nil
+}
+
+// keepClaimTemplateSize sets the storage request of want's volumeClaimTemplates
+// to the live StatefulSet's, since the API server refuses to change them.
+func keepClaimTemplateSize(want *appsv1ac.StatefulSetApplyConfiguration, live *appsv1.StatefulSet) {
+	for i := range want.Spec.VolumeClaimTemplates {
+		w := &want.Spec.VolumeClaimTemplates[i]
+		for _, l := range live.Spec.VolumeClaimTemplates {
+			if w.Name == nil || l.Name != *w.Name || w.Spec == nil || w.Spec.Resources == nil || w.Spec.Resources.Requests == nil {
+				continue
+			}
+			if size, ok := l.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+				(*w.Spec.Resources.Requests)[corev1.ResourceStorage] = size
+			}
+		}
+	}
+}
+
+// expandClaims grows each replica's data claim to spec.storage.size. It
+// reports whether a claim to grow is not bound yet, and the problem when
+// the API server refuses to grow one (its StorageClass does not allow
+// volume expansion); nothing else changes then.
+func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope, sts *appsv1.StatefulSet) (unbound bool, blocked *problem, err error) {
+	size := s.spec.Spec.Storage.Size
+	if size == nil {
+		return false, nil, nil
+	}
+	for i := range s.obs.replicas {
+		pvc := &corev1.PersistentVolumeClaim{}
+		key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.DataClaimName(s.db, i)}
+		found, err := r.getCached(ctx, key, pvc)
+		if err == nil && !found && i < sts.Status.Replicas {
+			// The replica's pod exists, so its claim does: it was
+			// relabelled, or the cache is behind.
+			found, err = r.getLive(ctx, key, pvc)
+		}
+		if err != nil {
+			return unbound, nil, err
+		}
+		if !found {
+			continue // not created yet: the StatefulSet creates it at the template size
+		}
+		current := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if current.Cmp(*size) >= 0 {
+			continue
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			// The API server refuses to resize a claim before it is bound.
+			unbound = true
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *size
+		if err := r.Client.Patch(ctx, pvc, patch, client.FieldOwner(desired.FieldManager)); err != nil {
+			if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+				return unbound, &problem{dbv1.ReasonStorageResizeFailed,
+					fmt.Sprintf("cannot grow PersistentVolumeClaim %s to %s: %v", key.Name, size.String(), err)}, nil
+			}
+			return unbound, nil, fmt.Errorf("growing PersistentVolumeClaim %s: %w", key.Name, err)
+		}
+		kind := r.kindOf(pvc)
+		childWrites.WithLabelValues(kind.Kind, "update").Inc()
+		s.wrote("Resized", kind, key.Name, fmt.Sprintf("growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String()))
+	}
+	return unbound, nil, nil
+}

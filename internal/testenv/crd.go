@@ -1,0 +1,52 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DatabaseCRD is the name of dbkeeper's Database CRD.
+const DatabaseCRD = "databases.dbkeeper.io"
+
+// UpdateCRD changes the CRD named name with change, then waits until ready
+// returns nil: the API server serves a changed schema a moment after the
+// update, with no status to wait for. c's scheme must know the
+// apiextensions.k8s.io/v1 types. Tests use it to store what the schema
+// refuses, as an earlier version of dbkeeper's CRD would have allowed.
+func UpdateCRD(t testing.TB, c client.Client, name string, change func(*apiextensionsv1.CustomResourceDefinition), ready func() error) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		change(crd)
+		return c.Update(ctx, crd)
+	})
+	if err != nil {
+		t.Fatalf("updating CRD %s: %v", name, err)
+	}
+	Eventually(t, 30*time.Second, "the API server to serve the changed CRD "+name, func() string {
+		if err := ready(); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}
+
+// ChangeSpecProperty changes the schema of a property of the spec of the
+// CRD's only version, e.g. "replicas", in change functions of UpdateCRD.
+func ChangeSpecProperty(crd *apiextensionsv1.CustomResourceDefinition, name string, change func(*apiextensionsv1.JSONSchemaProps)) {
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	spec := root.Properties["spec"]
+	property := spec.Properties[name]
+	change(&property)
+	spec.Properties[name] = property
+	root.Properties["spec"] = spec
+}

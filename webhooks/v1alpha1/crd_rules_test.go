@@ -1,0 +1,79 @@
+package v1alpha1
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+)
+
+// crdSpecRules returns the x-kubernetes-validations rules of the spec in
+// the CRD `make manifests` generates, keyed by their fieldPath.
+func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "dbkeeper.io_databases.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatalf("decoding the generated CRD: %v", err)
+	}
+	rules := map[string][]apiextensionsv1.ValidationRule{}
+	for _, r := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations {
+		rules[r.FieldPath] = append(rules[r.FieldPath], r)
+	}
+	return rules
+}
+
+// TestCRDTransitionRulesMatchTheDefaults checks that the CRD's transition
+// rules, which count an unset field as its default, name the defaults
+// Default sets, and that each rule of ValidateUpdate that CEL can express
+// has one: when a default changes, the markers on DatabaseSpec must too.
+func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
+	rules := crdSpecRules(t)
+	text := func(fieldPath string) string {
+		var b strings.Builder
+		for _, r := range rules[fieldPath] {
+			b.WriteString(r.Rule + "\n")
+		}
+		return b.String()
+	}
+	quoted := func(s string) string { return "'" + s + "'" }
+	wants := map[string][]string{
+		".engine":                   {quoted(string(dbv1.DefaultEngine))},
+		".databaseName":             {quoted(DefaultDatabaseName)},
+		".username":                 {quoted(DefaultUsername)},
+		".storage.storageClassName": {"oldSelf.storage.storageClassName"},
+		".storage.size":             {quoted(defaultStorageSize.String()), "quantity("},
+		".version":                  {quoted(string(dbv1.DefaultEngine))},
+	}
+	for _, name := range dbv1.Engines() {
+		engine, _ := dbv1.LookupEngine(dbv1.Engine(name))
+		wants[".version"] = append(wants[".version"], quoted(engine.DefaultVersion))
+		if !engine.InPlaceMajorUpgrade {
+			wants[".version"] = append(wants[".version"], "!= "+quoted(name))
+		}
+	}
+	for fieldPath, parts := range wants {
+		if len(rules[fieldPath]) == 0 {
+			t.Errorf("the CRD has no transition rule on spec%s", fieldPath)
+			continue
+		}
+		for _, part := range parts {
+			if !strings.Contains(text(fieldPath), part) {
+				t.Errorf("the CRD's rules on spec%s do not contain %s:\n%s", fieldPath, part, text(fieldPath))
+			}
+		}
+		for _, r := range rules[fieldPath] {
+			if r.Reason == nil || *r.Reason != apiextensionsv1.FieldValueForbidden || (r.Message == "" && r.MessageExpression == "") {
+				t.Errorf("the rule on spec%s is not a Forbidden error with a message: %+v", fieldPath, r)
+			}
+		}
+	}
+}
