@@ -377,19 +377,36 @@ func (s *hostState) cleanup(log io.Writer, kubeProxy string) error {
 	return nil
 }
 
-// killCgroup SIGKILLs every process in cgroup rel and below until none is
-// left (a shim may start a process while the first ones die).
+// containerStopGrace is how long the containers left when the node stops
+// get to exit after SIGTERM (a database server shuts down cleanly) before
+// SIGKILL.
+const containerStopGrace = 5 * time.Second
+
+// killCgroup stops every process in cgroup rel and below: SIGTERM, up to
+// containerStopGrace to exit, then SIGKILL until none is left (a shim may
+// start a process while the first ones die).
 func killCgroup(rel string) error {
 	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	procs := func() []int {
 		var pids []int
 		for _, h := range hs {
 			pids = append(pids, cgroupProcs(filepath.Join(h, rel))...)
 		}
+		return pids
+	}
+	for _, pid := range procs() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	graceEnd := time.Now().Add(containerStopGrace)
+	for len(procs()) > 0 && time.Now().Before(graceEnd) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pids := procs()
 		if len(pids) == 0 {
 			return nil
 		}
