@@ -110,24 +110,3 @@ func podProblem(pods []corev1.Pod) *problem {
 	}
 	return nil
 }
-
-// lastExit returns, for a container that exited before, its exit code and
-// the last line of its termination message (the end of its log, see
-// desired's FallbackToLogsOnError): the server's own reason, such as a
-// parameter it rejects. It returns "" when there is no previous exit.
-func lastExit(cs corev1.ContainerStatus) string {
-	t := cs.LastTerminationState.Terminated
-	if t == nil {
-		return ""
-	}
-	out := fmt.Sprintf("; last exit code %d", t.ExitCode)
-	lines := strings.Split(strings.TrimSpace(t.Message), "\n")
-	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
-		const maxLine = 300
-		if len(last) > maxLine {
-			last = last[:maxLine] + "…"
-		}
-		out += ": " + last
-	}
-	return out
-}
