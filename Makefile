@@ -82,7 +82,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify-generated vet lint k8s-tools cert-manager-tools node-tools ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
+test: verify-generated vet lint k8s-tools cert-manager-tools node-tools engine-images ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
 	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 
@@ -159,6 +159,16 @@ docker-push: ## Push the manager image.
 .PHONY: cert-manager-tools
 cert-manager-tools: ## Build cert-manager's controller and cainjector into the cache if missing (cold: about 6 minutes idle, more under load).
 	hack/cert-manager-tools.sh "$(CERT_MANAGER_DIR)"
+
+# Debian packages the real node runs containers with (runc, the CNI plugins,
+# iptables, conntrack, ip) and the engine images are built with (mmdebstrap,
+# and npm for the upstream PostgreSQL binaries where Node.js is not installed).
+HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap $(if $(shell command -v npm),,npm)
+
+.PHONY: host-packages
+host-packages: ## Install the Debian packages the real node and the engine images need (root; apt-get).
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(HOST_PACKAGES) >/dev/null
 
 .PHONY: node-tools
 node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreDNS and local-path-provisioner into the cache if missing (cold: see README).
