@@ -391,7 +391,7 @@ func killCgroup(rel string) error {
 		return err
 	}
 	procs := func() []int {
-		var pids []int
+		pids := make([]int, 0, len(hs))
 		for _, h := range hs {
 			pids = append(pids, cgroupProcs(filepath.Join(h, rel))...)
 		}
