@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
@@ -80,7 +81,7 @@ func main() {
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many Databases are reconciled at once.")
 	flag.DurationVar(&backoffBase, "backoff-base", time.Second, "First retry delay after a failed reconcile; doubles with each failure.")
 	flag.DurationVar(&backoffMax, "backoff-max", 5*time.Minute, "Longest retry delay after repeated failures of one Database.")
-	flag.StringVar(&imageRegistry, "image-registry", dbv1.DefaultImageRegistry,
+	flag.StringVar(&imageRegistry, "image-registry", catalog.DefaultImageRegistry,
 		"Registry and path the official engine images are pulled from, e.g. a mirror.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)

@@ -8,6 +8,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // FieldManager is the one field manager dbkeeper uses for server-side apply
@@ -155,11 +156,11 @@ func ownerReference(db *dbv1.Database) *metav1ac.OwnerReferenceApplyConfiguratio
 // engineInfo returns the catalog entry of the Database's engine. An engine
 // missing from the catalog (which validation refuses) yields an empty entry,
 // so that the builders never panic.
-func engineInfo(db *dbv1.Database) dbv1.EngineInfo {
-	if info, ok := dbv1.LookupEngine(db.Spec.Engine); ok {
+func engineInfo(db *dbv1.Database) catalog.EngineInfo {
+	if info, ok := catalog.LookupEngine(db.Spec.Engine); ok {
 		return *info
 	}
-	return dbv1.EngineInfo{Name: db.Spec.Engine}
+	return catalog.EngineInfo{Name: db.Spec.Engine}
 }
 
 // port returns spec.port, or the engine's default port when unset.

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in
@@ -46,15 +47,15 @@ func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
 	}
 	quoted := func(s string) string { return "'" + s + "'" }
 	wants := map[string][]string{
-		".engine":                   {quoted(string(dbv1.DefaultEngine))},
+		".engine":                   {quoted(string(catalog.DefaultEngine))},
 		".databaseName":             {quoted(DefaultDatabaseName)},
 		".username":                 {quoted(DefaultUsername)},
 		".storage.storageClassName": {"oldSelf.storage.storageClassName"},
 		".storage.size":             {quoted(defaultStorageSize.String()), "quantity("},
-		".version":                  {quoted(string(dbv1.DefaultEngine))},
+		".version":                  {quoted(string(catalog.DefaultEngine))},
 	}
-	for _, name := range dbv1.Engines() {
-		engine, _ := dbv1.LookupEngine(dbv1.Engine(name))
+	for _, name := range catalog.Engines() {
+		engine, _ := catalog.LookupEngine(dbv1.Engine(name))
 		wants[".version"] = append(wants[".version"], quoted(engine.DefaultVersion))
 		if !engine.InPlaceMajorUpgrade {
 			wants[".version"] = append(wants[".version"], "!= "+quoted(name))

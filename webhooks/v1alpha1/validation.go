@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // Limits of a Database's fields.
@@ -94,7 +95,7 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	spec := &db.Spec
 
 	engine := validateEngine(spec, &errs)
-	var version *dbv1.VersionInfo
+	var version *catalog.VersionInfo
 	if engine != nil {
 		version = validateVersion(engine, spec, &errs)
 	}
@@ -194,14 +195,14 @@ func validateName(meta *metav1.ObjectMeta) field.ErrorList {
 
 // validateEngine returns the catalog entry of spec.engine, nil when it is
 // missing or unknown.
-func validateEngine(spec *dbv1.DatabaseSpec, errs *field.ErrorList) *dbv1.EngineInfo {
+func validateEngine(spec *dbv1.DatabaseSpec, errs *field.ErrorList) *catalog.EngineInfo {
 	if spec.Engine == "" {
 		*errs = append(*errs, field.Required(enginePath, ""))
 		return nil
 	}
-	engine, ok := dbv1.LookupEngine(spec.Engine)
+	engine, ok := catalog.LookupEngine(spec.Engine)
 	if !ok {
-		*errs = append(*errs, field.NotSupported(enginePath, spec.Engine, dbv1.Engines()))
+		*errs = append(*errs, field.NotSupported(enginePath, spec.Engine, catalog.Engines()))
 		return nil
 	}
 	return engine
@@ -209,7 +210,7 @@ func validateEngine(spec *dbv1.DatabaseSpec, errs *field.ErrorList) *dbv1.Engine
 
 // validateVersion returns the catalog entry of spec.version, nil when it is
 // missing or not supported.
-func validateVersion(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) *dbv1.VersionInfo {
+func validateVersion(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) *catalog.VersionInfo {
 	if spec.Version == "" {
 		*errs = append(*errs, field.Required(versionPath, ""))
 		return nil
@@ -225,7 +226,7 @@ func validateVersion(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *fie
 // validateImage checks that the image names an explicit tag or digest, not
 // "latest", and that an official image of the engine, from the operator's
 // registry or docker.io/library, is of spec.version.
-func (r Rules) validateImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+func (r Rules) validateImage(engine *catalog.EngineInfo, version *catalog.VersionInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	if spec.Image == "" {
 		// Without a valid engine and version there is no default to expect;
 		// their own errors say why.
@@ -255,7 +256,7 @@ func (r Rules) validateImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo,
 	// has the major version in its tag.
 	repository := normalizeRepository(ref.repository)
 	if repository != normalizeRepository(r.registry()+"/"+engine.Image) &&
-		repository != normalizeRepository(dbv1.DefaultImageRegistry+"/"+engine.Image) {
+		repository != normalizeRepository(catalog.DefaultImageRegistry+"/"+engine.Image) {
 		return
 	}
 	if !tagMatchesVersion(ref.tag, version.Version) {
@@ -266,9 +267,9 @@ func (r Rules) validateImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo,
 }
 
 // exampleImage returns an image reference to quote in messages.
-func (r Rules) exampleImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo) string {
+func (r Rules) exampleImage(engine *catalog.EngineInfo, version *catalog.VersionInfo) string {
 	if engine == nil {
-		engine, _ = dbv1.LookupEngine(dbv1.DefaultEngine)
+		engine, _ = catalog.LookupEngine(catalog.DefaultEngine)
 	}
 	v := engine.DefaultVersion
 	if version != nil {
@@ -280,7 +281,7 @@ func (r Rules) exampleImage(engine *dbv1.EngineInfo, version *dbv1.VersionInfo) 
 
 // validateReplicas checks spec.replicas against the engine's limit, which is
 // 1 for an engine dbkeeper does not replicate: the error says why.
-func validateReplicas(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+func validateReplicas(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	switch {
 	case spec.Replicas == nil:
 		*errs = append(*errs, field.Required(replicasPath, ""))
@@ -361,7 +362,7 @@ func sortedKeys(list corev1.ResourceList) []corev1.ResourceName {
 	return keys
 }
 
-func validatePort(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+func validatePort(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 	switch {
 	case spec.Port == nil:
 		// Without a known engine there is no default port to expect.
@@ -376,16 +377,16 @@ func validatePort(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.
 // identifierRules are the engine's length limit and reserved names for one
 // kind of identifier.
 type identifierRules struct {
-	maxLength func(*dbv1.EngineInfo) int
+	maxLength func(*catalog.EngineInfo) int
 	// reserved returns the error detail of a name the engine reserves, ""
 	// when it does not reserve it.
-	reserved func(*dbv1.EngineInfo, string) string
+	reserved func(*catalog.EngineInfo, string) string
 }
 
 var (
 	databaseNameRules = identifierRules{
-		maxLength: func(e *dbv1.EngineInfo) int { return e.MaxDatabaseNameLength },
-		reserved: func(e *dbv1.EngineInfo, name string) string {
+		maxLength: func(e *catalog.EngineInfo) int { return e.MaxDatabaseNameLength },
+		reserved: func(e *catalog.EngineInfo, name string) string {
 			if slices.Contains(e.ReservedDatabaseNames, name) {
 				return fmt.Sprintf("is reserved by %s", e.Name)
 			}
@@ -393,8 +394,8 @@ var (
 		},
 	}
 	usernameRules = identifierRules{
-		maxLength: func(e *dbv1.EngineInfo) int { return e.MaxUsernameLength },
-		reserved: func(e *dbv1.EngineInfo, name string) string {
+		maxLength: func(e *catalog.EngineInfo) int { return e.MaxUsernameLength },
+		reserved: func(e *catalog.EngineInfo, name string) string {
 			if slices.Contains(e.ReservedUsernames, name) {
 				return fmt.Sprintf("is reserved by %s", e.Name)
 			}
@@ -409,7 +410,7 @@ var (
 // validateIdentifier checks a database or user name: set, an identifier the
 // engine accepts without quoting, within the engine's length limit, and not
 // one the engine reserves.
-func validateIdentifier(path *field.Path, name string, engine *dbv1.EngineInfo, rules identifierRules, errs *field.ErrorList) {
+func validateIdentifier(path *field.Path, name string, engine *catalog.EngineInfo, rules identifierRules, errs *field.ErrorList) {
 	if name == "" {
 		*errs = append(*errs, field.Required(path, ""))
 		return
@@ -442,7 +443,7 @@ func normalizeParameter(key string) string {
 // validateParameters checks spec.parameters: bounded in number and size,
 // keys that are setting names, values that fit on a command line, no two keys
 // naming the same setting, and none of the settings dbkeeper owns.
-func validateParameters(engine *dbv1.EngineInfo, parameters map[string]string, errs *field.ErrorList) {
+func validateParameters(engine *catalog.EngineInfo, parameters map[string]string, errs *field.ErrorList) {
 	if len(parameters) == 0 {
 		return
 	}
@@ -517,7 +518,7 @@ func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorLi
 			"field is immutable (was %s): create a new Database with the other engine and migrate the data", oldSpec.Engine)))
 	}
 	if !engineChanged && oldSpec.Version != newSpec.Version && !failed(versionPath) {
-		if engine, ok := dbv1.LookupEngine(newSpec.Engine); ok {
+		if engine, ok := catalog.LookupEngine(newSpec.Engine); ok {
 			add = append(add, versionChangeErrors(engine, oldSpec.Version, newSpec.Version)...)
 		}
 	}
@@ -538,7 +539,7 @@ func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorLi
 
 // versionChangeErrors refuses a major version downgrade, and any major
 // version change of an engine that cannot upgrade its data in place.
-func versionChangeErrors(engine *dbv1.EngineInfo, oldVersion, newVersion string) field.ErrorList {
+func versionChangeErrors(engine *catalog.EngineInfo, oldVersion, newVersion string) field.ErrorList {
 	switch order := engine.CompareVersions(newVersion, oldVersion); {
 	case order < 0:
 		return field.ErrorList{field.Forbidden(versionPath, fmt.Sprintf(

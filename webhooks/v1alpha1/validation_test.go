@@ -8,6 +8,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -61,8 +62,8 @@ func TestValidateCreateAcceptsValidDatabases(t *testing.T) {
 		{name: "deletion protection", db: valid(withDeletionProtection())},
 	}
 	// Every version of every engine in the catalog.
-	for _, engine := range dbv1.Engines() {
-		info, _ := dbv1.LookupEngine(dbv1.Engine(engine))
+	for _, engine := range catalog.Engines() {
+		info, _ := catalog.LookupEngine(dbv1.Engine(engine))
 		for _, version := range info.VersionNames() {
 			tests = append(tests, struct {
 				name  string

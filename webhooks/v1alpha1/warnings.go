@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // endOfLifeNotice is how long before a version's end of life the warnings
@@ -25,7 +26,7 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
 	if w := r.endOfLifeWarning(spec); w != "" {
 		warnings = append(warnings, w)
 	}
-	engine, _ := dbv1.LookupEngine(spec.Engine)
+	engine, _ := catalog.LookupEngine(spec.Engine)
 	if w := warnSingleReplica(engine, oldDB, spec); w != "" {
 		warnings = append(warnings, w)
 	}
@@ -39,7 +40,7 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
 // engine that can run more, "" otherwise. An engine whose MaxReplicas is 1
 // has no standby to fail over to whatever the spec says, and a warning
 // would ask for what cannot be given.
-func warnSingleReplica(engine *dbv1.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
+func warnSingleReplica(engine *catalog.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
 	if engine == nil || engine.MaxReplicas <= 1 || ptrValue(spec.Replicas) != 1 || (oldDB != nil && ptrValue(oldDB.Spec.Replicas) == 1) {
 		return ""
 	}
@@ -49,7 +50,7 @@ func warnSingleReplica(engine *dbv1.EngineInfo, oldDB *dbv1.Database, spec *dbv1
 // endOfLifeWarning returns a warning when the spec's version has reached its
 // end of life or reaches it soon, "" otherwise.
 func (r Rules) endOfLifeWarning(spec *dbv1.DatabaseSpec) string {
-	engine, ok := dbv1.LookupEngine(spec.Engine)
+	engine, ok := catalog.LookupEngine(spec.Engine)
 	if !ok {
 		return ""
 	}

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 const (
@@ -174,7 +175,7 @@ func TestValidateUpdateWarnings(t *testing.T) {
 // of pods with an engine that runs replication, which the catalog has none
 // of yet: a copy of postgres with a higher MaxReplicas.
 func TestReplicatedEngineWarnings(t *testing.T) {
-	postgres, _ := dbv1.LookupEngine(dbv1.EnginePostgres)
+	postgres, _ := catalog.LookupEngine(dbv1.EnginePostgres)
 	replicated := *postgres
 	replicated.MaxReplicas = 5
 
