@@ -26,6 +26,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
@@ -152,13 +153,13 @@ func main() {
 		os.Exit(1)
 	}
 
-	rules := webhooks.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
 
 	if err := (&controller.DatabaseReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("dbkeeper"),
-		Rules:     rules,
+		Rules:     dbRules,
 	}).SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: maxConcurrentReconciles,
 		BackoffBase:             backoffBase,
@@ -169,7 +170,7 @@ func main() {
 	}
 
 	if enableWebhooks {
-		if err := webhooks.SetupWebhookWithManager(mgr, rules); err != nil {
+		if err := webhooks.SetupWebhookWithManager(mgr, dbRules); err != nil {
 			log.Error(err, "unable to set up the Database webhooks")
 			os.Exit(1)
 		}

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules
 
 import (
 	"fmt"
@@ -42,25 +42,6 @@ var (
 	minStorageSize = resource.MustParse("1Gi")
 	// maxStorageSize is the largest spec.storage.size.
 	maxStorageSize = resource.MustParse("64Ti")
-)
-
-var (
-	specPath         = field.NewPath("spec")
-	namePath         = field.NewPath("metadata", "name")
-	generateNamePath = field.NewPath("metadata", "generateName")
-	enginePath       = specPath.Child("engine")
-	versionPath      = specPath.Child("version")
-	imagePath        = specPath.Child("image")
-	replicasPath     = specPath.Child("replicas")
-	sizePath         = specPath.Child("storage", "size")
-	storageClassPath = specPath.Child("storage", "storageClassName")
-	resourcesPath    = specPath.Child("resources")
-	databaseNamePath = specPath.Child("databaseName")
-	usernamePath     = specPath.Child("username")
-	portPath         = specPath.Child("port")
-	parametersPath   = specPath.Child("parameters")
-	policyPath       = specPath.Child("deletionPolicy")
-	protectionPath   = specPath.Child("deletionProtection")
 )
 
 var (
