@@ -1,4 +1,4 @@
-package rules
+package rules_test
 
 import (
 	"os"
@@ -11,6 +11,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in
@@ -25,11 +26,11 @@ func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
 		t.Fatalf("decoding the generated CRD: %v", err)
 	}
-	rules := map[string][]apiextensionsv1.ValidationRule{}
+	specRules := map[string][]apiextensionsv1.ValidationRule{}
 	for _, r := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations {
-		rules[r.FieldPath] = append(rules[r.FieldPath], r)
+		specRules[r.FieldPath] = append(specRules[r.FieldPath], r)
 	}
-	return rules
+	return specRules
 }
 
 // TestCRDTransitionRulesMatchTheDefaults checks that the CRD's transition
@@ -37,10 +38,10 @@ func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 // Default sets, and that each rule of ValidateUpdate that CEL can express
 // has one: when a default changes, the markers on DatabaseSpec must too.
 func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
-	rules := crdSpecRules(t)
+	specRules := crdSpecRules(t)
 	text := func(fieldPath string) string {
 		var b strings.Builder
-		for _, r := range rules[fieldPath] {
+		for _, r := range specRules[fieldPath] {
 			b.WriteString(r.Rule + "\n")
 		}
 		return b.String()
@@ -48,10 +49,10 @@ func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
 	quoted := func(s string) string { return "'" + s + "'" }
 	wants := map[string][]string{
 		".engine":                   {quoted(string(catalog.DefaultEngine))},
-		".databaseName":             {quoted(DefaultDatabaseName)},
-		".username":                 {quoted(DefaultUsername)},
+		".databaseName":             {quoted(rules.DefaultDatabaseName)},
+		".username":                 {quoted(rules.DefaultUsername)},
 		".storage.storageClassName": {"oldSelf.storage.storageClassName"},
-		".storage.size":             {quoted(defaultStorageSize.String()), "quantity("},
+		".storage.size":             {quoted(rules.DefaultStorageSize.String()), "quantity("},
 		".version":                  {quoted(string(catalog.DefaultEngine))},
 	}
 	for _, name := range catalog.Engines() {
@@ -62,7 +63,7 @@ func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
 		}
 	}
 	for fieldPath, parts := range wants {
-		if len(rules[fieldPath]) == 0 {
+		if len(specRules[fieldPath]) == 0 {
 			t.Errorf("the CRD has no transition rule on spec%s", fieldPath)
 			continue
 		}
@@ -71,7 +72,7 @@ func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
 				t.Errorf("the CRD's rules on spec%s do not contain %s:\n%s", fieldPath, part, text(fieldPath))
 			}
 		}
-		for _, r := range rules[fieldPath] {
+		for _, r := range specRules[fieldPath] {
 			if r.Reason == nil || *r.Reason != apiextensionsv1.FieldValueForbidden || (r.Message == "" && r.MessageExpression == "") {
 				t.Errorf("the rule on spec%s is not a Forbidden error with a message: %+v", fieldPath, r)
 			}

@@ -1,4 +1,4 @@
-package rules
+package rules_test
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // TestFieldRankFollowsValidate checks that the order in which decoding
@@ -14,20 +16,20 @@ import (
 func TestFieldRankFollowsValidate(t *testing.T) {
 	db := valid(
 		with(func(db *dbv1.Database) { db.Name = "Orders" }),
-		withEngine("oracle"), withVersion("12"), withImage("postgres:latest"), withReplicas(0), withStorageSize("100Mi"),
-		withRequest(corev1.ResourceMemory, "2Gi"), withLimit(corev1.ResourceMemory, "1Gi"), withLimit(corev1.ResourceCPU, "-1"),
-		withPort(22), withDatabaseName("template0"), withUsername("Admin"), withParameter("port", "1"), withDeletionPolicy("Keep"),
+		fixture.WithEngine("oracle"), fixture.WithVersion("12"), fixture.WithImage("postgres:latest"), fixture.WithReplicas(0), fixture.WithStorageSize("100Mi"),
+		fixture.WithRequest(corev1.ResourceMemory, "2Gi"), fixture.WithLimit(corev1.ResourceMemory, "1Gi"), fixture.WithLimit(corev1.ResourceCPU, "-1"),
+		fixture.WithPort(22), fixture.WithDatabaseName("template0"), fixture.WithUsername("Admin"), fixture.WithParameter("port", "1"), fixture.WithDeletionPolicy("Keep"),
 	)
 	errs := testRules.Validate(db)
 	if len(errs) < 10 {
 		t.Fatalf("only %d errors: %v", len(errs), errs)
 	}
 	for i := 1; i < len(errs); i++ {
-		if FieldRank(errs[i-1].Field) > FieldRank(errs[i].Field) {
+		if rules.FieldRank(errs[i-1].Field) > rules.FieldRank(errs[i].Field) {
 			t.Errorf("Validate reports %s before %s, but fieldRank orders them the other way", errs[i-1].Field, errs[i].Field)
 		}
 	}
-	if FieldRank("spec.unknown") != len(reportOrder) || FieldRank("metadata.name") != -1 {
-		t.Errorf("fieldRank of other paths: spec.unknown %d, metadata.name %d", FieldRank("spec.unknown"), FieldRank("metadata.name"))
+	if rules.FieldRank("spec.unknown") != len(rules.ReportOrder) || rules.FieldRank("metadata.name") != -1 {
+		t.Errorf("fieldRank of other paths: spec.unknown %d, metadata.name %d", rules.FieldRank("spec.unknown"), rules.FieldRank("metadata.name"))
 	}
 }
