@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
@@ -163,18 +164,8 @@ func engineInfo(db *dbv1.Database) catalog.EngineInfo {
 	return catalog.EngineInfo{Name: db.Spec.Engine}
 }
 
-// port returns spec.port, or the engine's default port when unset.
+// port returns spec.port, which defaulting always sets for a known engine;
+// 0 when it is unset, which validation refuses before anything is built.
 func port(db *dbv1.Database) int32 {
-	if db.Spec.Port != nil {
-		return *db.Spec.Port
-	}
-	return engineInfo(db).Port
-}
-
-// replicas returns spec.replicas, or 1 when unset.
-func replicas(db *dbv1.Database) int32 {
-	if db.Spec.Replicas != nil {
-		return *db.Spec.Replicas
-	}
-	return 1
+	return ptr.Deref(db.Spec.Port, 0)
 }

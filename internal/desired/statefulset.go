@@ -11,6 +11,7 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
@@ -67,7 +68,7 @@ func StatefulSet(db *dbv1.Database) *appsv1ac.StatefulSetApplyConfiguration {
 		WithLabels(Labels(db, ComponentDatabase)).
 		WithOwnerReferences(ownerReference(db)).
 		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(replicas(db)).
+			WithReplicas(ptr.Deref(db.Spec.Replicas, 0)).
 			WithServiceName(HeadlessServiceName(db)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(db))).
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().
