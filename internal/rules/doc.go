@@ -11,8 +11,11 @@
 //
 // Validation collects every error with its field path, so that one
 // apierrors.NewInvalid tells the user everything at once, in the order
-// FieldRank gives. It also returns warnings (admission.Warnings) for legal
-// but risky choices: an end-of-life version, a single replica of an engine
-// that replicates, deletionPolicy Delete, and changes that restart the
-// database pods.
+// FieldRank gives. It also returns warnings, which admission shows the
+// user, for legal but risky choices: an end-of-life version, a single
+// replica of an engine that replicates, deletionPolicy Delete, and changes
+// that restart the database pods.
+//
+// The package depends on the API types and the catalog only: no client, no
+// admission machinery.
 package rules

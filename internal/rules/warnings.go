@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
@@ -20,8 +18,8 @@ const endOfLifeNotice = 90 * 24 * time.Hour
 // version's end of life, and, on create (oldDB nil) or when the field changes
 // to it, a single replica of a replicated engine and deletionPolicy Delete.
 // The order is fixed.
-func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
-	var warnings admission.Warnings
+func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
+	var warnings []string
 	spec := &newDB.Spec
 	if w := r.endOfLifeWarning(spec); w != "" {
 		warnings = append(warnings, w)
@@ -72,7 +70,7 @@ func (r Rules) endOfLifeWarning(spec *dbv1.DatabaseSpec) string {
 // appendRestartWarning appends a warning naming the changed fields that roll
 // the StatefulSet's pods, and how many pods restart, if any do. Replica
 // changes add or remove pods but restart none.
-func appendRestartWarning(warnings admission.Warnings, oldDB, newDB *dbv1.Database) admission.Warnings {
+func appendRestartWarning(warnings []string, oldDB, newDB *dbv1.Database) []string {
 	fields := rollingChanges(&oldDB.Spec, &newDB.Spec)
 	if len(fields) == 0 {
 		return warnings

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
@@ -22,7 +21,7 @@ const (
 )
 
 // assertWarnings fails the test unless warnings are exactly want, in order.
-func assertWarnings(t *testing.T, warnings admission.Warnings, want ...string) {
+func assertWarnings(t *testing.T, warnings []string, want ...string) {
 	t.Helper()
 	if !slices.Equal(warnings, want) {
 		t.Errorf("warnings:\n got  %q\n want %q", warnings, want)
