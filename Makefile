@@ -98,8 +98,8 @@ FUZZ_TIME ?= 30s
 test-faults: k8s-tools ## Run the fault soaks on devcluster (DBKEEPER_FAULTS=long), then fuzz each admission target for FUZZ_TIME.
 	DBKEEPER_FAULTS=long go test -count=1 -timeout 40m -v ./test/faults/ || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
-	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
-	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
+	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
+	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzAdmission$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
 
 # `make bench`: dbkeeper beside the floor on devcluster. BENCH_N Databases

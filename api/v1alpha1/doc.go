@@ -1,6 +1,7 @@
-// Package v1alpha1 holds the dbkeeper.io/v1alpha1 API: the Database kind, its
-// condition types and reasons, and the engine catalog that says which
-// database engines and versions dbkeeper runs.
+// Package v1alpha1 holds the dbkeeper.io/v1alpha1 API types: the Database
+// kind and its condition types and reasons. Which engines and versions
+// dbkeeper runs is in package catalog; defaulting and validation are in
+// package rules.
 //
 // +kubebuilder:object:generate=true
 // +groupName=dbkeeper.io

@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
@@ -80,7 +82,7 @@ func main() {
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many Databases are reconciled at once.")
 	flag.DurationVar(&backoffBase, "backoff-base", time.Second, "First retry delay after a failed reconcile; doubles with each failure.")
 	flag.DurationVar(&backoffMax, "backoff-max", 5*time.Minute, "Longest retry delay after repeated failures of one Database.")
-	flag.StringVar(&imageRegistry, "image-registry", dbv1.DefaultImageRegistry,
+	flag.StringVar(&imageRegistry, "image-registry", catalog.DefaultImageRegistry,
 		"Registry and path the official engine images are pulled from, e.g. a mirror.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -151,13 +153,13 @@ func main() {
 		os.Exit(1)
 	}
 
-	rules := webhooks.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
 
 	if err := (&controller.DatabaseReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("dbkeeper"),
-		Rules:     rules,
+		Rules:     dbRules,
 	}).SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: maxConcurrentReconciles,
 		BackoffBase:             backoffBase,
@@ -168,7 +170,7 @@ func main() {
 	}
 
 	if enableWebhooks {
-		if err := webhooks.SetupWebhookWithManager(mgr, rules); err != nil {
+		if err := webhooks.SetupWebhookWithManager(mgr, dbRules); err != nil {
 			log.Error(err, "unable to set up the Database webhooks")
 			os.Exit(1)
 		}

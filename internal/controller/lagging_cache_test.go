@@ -19,7 +19,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // laggingCache is a client whose reads of one Database return an older copy
@@ -85,7 +85,7 @@ func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &laggingCache{Client: c, stale: stale}
-	r := &DatabaseReconciler{Client: cache, APIReader: c, Recorder: &events.FakeRecorder{}, Rules: webhooks.Rules{Clock: clock.RealClock{}}}
+	r := &DatabaseReconciler{Client: cache, APIReader: c, Recorder: &events.FakeRecorder{}, Rules: rules.Rules{Clock: clock.RealClock{}}}
 	r.status.wrote(key, stale.ResourceVersion, db.ResourceVersion)
 
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})

@@ -24,8 +24,8 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
 // replicasError is the guard's message for a postgres Database with three
@@ -66,7 +66,7 @@ func TestReplicasGuard(t *testing.T) {
 	}
 	r := &controller.DatabaseReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dbkeeper"),
-		Rules: webhooks.Rules{Clock: clock.RealClock{}},
+		Rules: rules.Rules{Clock: clock.RealClock{}},
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}); err != nil {
 		t.Fatal(err)
@@ -126,16 +126,16 @@ func TestReplicasGuard(t *testing.T) {
 
 	// Store replicas 3 as a cluster without the webhooks and with an
 	// earlier CRD would, then put the CRD back.
-	var rules apiextensionsv1.ValidationRules
+	var replicaRules apiextensionsv1.ValidationRules
 	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
 		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) {
-			rules, p.XValidations = p.XValidations, nil
+			replicaRules, p.XValidations = p.XValidations, nil
 		})
 	}, func() error {
 		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
 		return c.Create(ctx, probe, client.DryRunAll)
 	})
-	if len(rules) == 0 {
+	if len(replicaRules) == 0 {
 		t.Fatal("the CRD has no validation rule on spec.replicas")
 	}
 	stored := &dbv1.Database{}
@@ -147,7 +147,7 @@ func TestReplicasGuard(t *testing.T) {
 		t.Fatalf("storing three replicas past the schema: %v", err)
 	}
 	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
+		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = replicaRules })
 	}, func() error {
 		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
 		if err := c.Create(ctx, probe, client.DryRunAll); err == nil {

@@ -26,7 +26,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // DatabaseReconciler makes a Database's children match its spec and reports
@@ -42,7 +42,7 @@ type DatabaseReconciler struct {
 	Recorder events.EventRecorder
 	// Rules are the admission rules; the reconciler applies the same
 	// defaulting and validation as the webhooks.
-	Rules webhooks.Rules
+	Rules rules.Rules
 	// Random is the source of generated passwords; nil means crypto/rand.
 	Random io.Reader
 

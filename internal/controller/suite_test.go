@@ -30,8 +30,8 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
 var scheme = func() *runtime.Scheme {
@@ -186,7 +186,7 @@ func (f *env) startManager(opts controller.Options) {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder("dbkeeper"),
-		Rules:     webhooks.Rules{Clock: clock.RealClock{}},
+		Rules:     rules.Rules{Clock: clock.RealClock{}},
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		f.t.Fatal(err)

@@ -3,9 +3,11 @@
 // StatefulSet, as client-go apply configurations ready for server-side apply
 // with the field manager FieldManager.
 //
-// The builders are pure functions of an already defaulted Database (see
-// webhooks/v1alpha1.Default): they read no client, clock, environment or
-// randomness, and building the same Database twice gives byte-identical JSON.
+// The builders are pure functions of a defaulted and valid Database (see
+// package rules): they fill in no default of their own, read no client,
+// clock, environment or randomness, and building the same Database twice
+// gives byte-identical JSON. On a Database that is not defaulted they build
+// what it says and do not panic.
 // Randomness (the password) and every write belong to the controller.
 //
 // Changes compares a desired apply configuration with the one extracted from

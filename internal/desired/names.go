@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // FieldManager is the one field manager dbkeeper uses for server-side apply
@@ -155,25 +157,15 @@ func ownerReference(db *dbv1.Database) *metav1ac.OwnerReferenceApplyConfiguratio
 // engineInfo returns the catalog entry of the Database's engine. An engine
 // missing from the catalog (which validation refuses) yields an empty entry,
 // so that the builders never panic.
-func engineInfo(db *dbv1.Database) dbv1.EngineInfo {
-	if info, ok := dbv1.LookupEngine(db.Spec.Engine); ok {
+func engineInfo(db *dbv1.Database) catalog.EngineInfo {
+	if info, ok := catalog.LookupEngine(db.Spec.Engine); ok {
 		return *info
 	}
-	return dbv1.EngineInfo{Name: db.Spec.Engine}
+	return catalog.EngineInfo{Name: db.Spec.Engine}
 }
 
-// port returns spec.port, or the engine's default port when unset.
+// port returns spec.port, which defaulting always sets for a known engine;
+// 0 when it is unset, which validation refuses before anything is built.
 func port(db *dbv1.Database) int32 {
-	if db.Spec.Port != nil {
-		return *db.Spec.Port
-	}
-	return engineInfo(db).Port
-}
-
-// replicas returns spec.replicas, or 1 when unset.
-func replicas(db *dbv1.Database) int32 {
-	if db.Spec.Replicas != nil {
-		return *db.Spec.Replicas
-	}
-	return 1
+	return ptr.Deref(db.Spec.Port, 0)
 }

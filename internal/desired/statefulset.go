@@ -11,8 +11,10 @@ import (
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // Names of the pod's volumes.
@@ -66,7 +68,7 @@ func StatefulSet(db *dbv1.Database) *appsv1ac.StatefulSetApplyConfiguration {
 		WithLabels(Labels(db, ComponentDatabase)).
 		WithOwnerReferences(ownerReference(db)).
 		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(replicas(db)).
+			WithReplicas(ptr.Deref(db.Spec.Replicas, 0)).
 			WithServiceName(HeadlessServiceName(db)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(db))).
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().
@@ -92,7 +94,7 @@ func whenDeleted(p dbv1.DeletionPolicy) appsv1.PersistentVolumeClaimRetentionPol
 // podSecurityContext runs every container as the image's own database user,
 // and has the kubelet give the volumes to its group once (OnRootMismatch),
 // not on every start.
-func podSecurityContext(info dbv1.EngineInfo) *corev1ac.PodSecurityContextApplyConfiguration {
+func podSecurityContext(info catalog.EngineInfo) *corev1ac.PodSecurityContextApplyConfiguration {
 	return corev1ac.PodSecurityContext().
 		WithRunAsNonRoot(true).
 		WithRunAsUser(info.UID).
@@ -113,7 +115,7 @@ func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 }
 
 // container is the database server container, named after the engine.
-func container(db *dbv1.Database, info dbv1.EngineInfo) *corev1ac.ContainerApplyConfiguration {
+func container(db *dbv1.Database, info catalog.EngineInfo) *corev1ac.ContainerApplyConfiguration {
 	c := corev1ac.Container().
 		WithName(string(db.Spec.Engine)).
 		WithImage(db.Spec.Image).
@@ -172,7 +174,7 @@ func resources(db *dbv1.Database) *corev1ac.ResourceRequirementsApplyConfigurati
 // connections only (instead of root@'%'), so the credentials in the Secret
 // do not grant root over the network: only someone who can exec into the
 // pod, and so could read the environment anyway, can log in as root.
-func env(db *dbv1.Database, info dbv1.EngineInfo) []*corev1ac.EnvVarApplyConfiguration {
+func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConfiguration {
 	password := corev1ac.EnvVarSource().WithSecretKeyRef(corev1ac.SecretKeySelector().
 		WithName(SecretName(db)).
 		WithKey(SecretKeyPassword))

@@ -18,7 +18,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // benchDatabase is the Database every phase creates: PostgreSQL 17 with one
@@ -74,12 +74,12 @@ func randomPassword() (string, error) {
 // a devcluster of its own, without dbkeeper.
 func (b *bench) floorConvergence(ctx context.Context) error {
 	n := b.opts.n
-	rules := webhooks.Rules{Clock: clock.RealClock{}}
+	defaulting := rules.Rules{Clock: clock.RealClock{}}
 	objects := make([][]client.Object, n)
 	names := make([]string, n)
 	for i := range n {
 		db := benchDatabase(nsFloor, i)
-		rules.Default(db)
+		defaulting.Default(db)
 		password, err := randomPassword()
 		if err != nil {
 			return err

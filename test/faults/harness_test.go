@@ -31,7 +31,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // managerArgs are the flags of every manager the tests start, on top of
@@ -347,7 +347,7 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 	}
 	spec := func(db *dbv1.Database) *dbv1.Database {
 		s := db.DeepCopy()
-		webhooks.Rules{}.Default(s)
+		rules.Rules{}.Default(s)
 		return s
 	}
 

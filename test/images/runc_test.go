@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
@@ -106,7 +107,7 @@ func TestEngineImagesWithRunc(t *testing.T) {
 
 func testImage(t *testing.T, runc, name, archive string) {
 	engine := engineOf(name)
-	info, _ := dbv1.LookupEngine(engine)
+	info, _ := catalog.LookupEngine(engine)
 	db := &dbv1.Database{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},
 		Spec: dbv1.DatabaseSpec{

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
@@ -79,7 +80,7 @@ func TestAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhooks.SetupWebhookWithManager(mgr, webhooks.Rules{}); err != nil {
+	if err := webhooks.SetupWebhookWithManager(mgr, rules.Rules{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

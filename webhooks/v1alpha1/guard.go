@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // Guard returns a handler that answers, before next decodes anything, an
@@ -100,26 +100,6 @@ func withDecodeErrors(ctx context.Context, errs field.ErrorList) field.ErrorList
 			merged = append(merged, e)
 		}
 	}
-	slices.SortStableFunc(merged, func(a, b *field.Error) int { return cmp.Compare(fieldRank(a.Field), fieldRank(b.Field)) })
+	slices.SortStableFunc(merged, func(a, b *field.Error) int { return cmp.Compare(rules.FieldRank(a.Field), rules.FieldRank(b.Field)) })
 	return merged
-}
-
-// reportOrder is the order in which Validate reports the spec's fields.
-var reportOrder = []*field.Path{
-	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
-	portPath, databaseNamePath, usernamePath, parametersPath, policyPath,
-}
-
-// fieldRank orders field paths as Validate reports them: metadata first,
-// then the spec's fields in reportOrder, then any other.
-func fieldRank(path string) int {
-	if !strings.HasPrefix(path, specPath.String()+".") {
-		return -1
-	}
-	for i, p := range reportOrder {
-		if prefix := p.String(); path == prefix || strings.HasPrefix(path, prefix+".") || strings.HasPrefix(path, prefix+"[") {
-			return i
-		}
-	}
-	return len(reportOrder)
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 func TestCheckQuantities(t *testing.T) {
@@ -218,7 +219,7 @@ func TestGuardReportsQuantitiesWithTheOtherErrors(t *testing.T) {
 		{
 			name:   "an update whose new size is malformed is not also reported as shrinking",
 			op:     admissionv1.Update,
-			old:    valid(withStorageSize("10Gi")),
+			old:    valid(fixture.WithStorageSize("10Gi")),
 			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
 			want:   `Database.dbkeeper.io "orders" is invalid: spec.storage.size: Invalid value: "10 gigs": must be a quantity such as 10Gi or 1Ti`,
 		},
@@ -249,29 +250,5 @@ func TestGuardReportsQuantitiesWithTheOtherErrors(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestFieldRankFollowsValidate checks that the order in which decoding
-// errors are merged into Validate's errors is Validate's own, on a Database
-// with an error in every field.
-func TestFieldRankFollowsValidate(t *testing.T) {
-	db := valid(
-		with(func(db *dbv1.Database) { db.Name = "Orders" }),
-		withEngine("oracle"), withVersion("12"), withImage("postgres:latest"), withReplicas(0), withStorageSize("100Mi"),
-		withRequest(corev1.ResourceMemory, "2Gi"), withLimit(corev1.ResourceMemory, "1Gi"), withLimit(corev1.ResourceCPU, "-1"),
-		withPort(22), withDatabaseName("template0"), withUsername("Admin"), withParameter("port", "1"), withDeletionPolicy("Keep"),
-	)
-	errs := testRules.Validate(db)
-	if len(errs) < 10 {
-		t.Fatalf("only %d errors: %v", len(errs), errs)
-	}
-	for i := 1; i < len(errs); i++ {
-		if fieldRank(errs[i-1].Field) > fieldRank(errs[i].Field) {
-			t.Errorf("Validate reports %s before %s, but fieldRank orders them the other way", errs[i-1].Field, errs[i].Field)
-		}
-	}
-	if fieldRank("spec.unknown") != len(reportOrder) || fieldRank("metadata.name") != -1 {
-		t.Errorf("fieldRank of other paths: spec.unknown %d, metadata.name %d", fieldRank("spec.unknown"), fieldRank("metadata.name"))
 	}
 }

@@ -112,7 +112,7 @@ func quantityError(path *field.Path, v any) *field.Error {
 // messages.
 func quantityExample(path *field.Path) string {
 	switch p := path.String(); {
-	case p == sizePath.String():
+	case p == "spec.storage.size":
 		return "10Gi or 1Ti"
 	case strings.HasSuffix(p, "[cpu]"):
 		return "500m or 2"

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // The webhook configurations controller-gen writes to config/webhook. Their
@@ -45,14 +46,14 @@ const (
 // not see (input that is not JSON, a quantity that would take minutes to
 // parse) before the request is decoded, so the webhooks cannot go through
 // the builder (which offers no hook before decoding).
-func SetupWebhookWithManager(mgr ctrl.Manager, rules Rules) error {
+func SetupWebhookWithManager(mgr ctrl.Manager, r rules.Rules) error {
 	if !mgr.GetScheme().Recognizes(dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)) {
 		return fmt.Errorf("registering the Database webhooks: the manager's scheme lacks %s", dbv1.GroupVersion.WithKind(dbv1.DatabaseKind))
 	}
-	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: rules}))
+	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: r}))
 	mutating.Handler = Guard(mutating.Handler)
 	mutating.LogConstructor = requestLogger
-	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: rules}))
+	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: r}))
 	validating.Handler = Guard(validating.Handler)
 	validating.LogConstructor = requestLogger
 	server := mgr.GetWebhookServer()
@@ -87,7 +88,7 @@ func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
 // checks, so the answer given here is complete. DatabaseValidator runs the
 // same rules again after every mutating webhook, as the final word.
 type DatabaseDefaulter struct {
-	Rules Rules
+	Rules rules.Rules
 }
 
 // Default defaults the Database of an admission request and validates the
@@ -128,7 +129,7 @@ func decodeOldObject(req admission.Request) (*dbv1.Database, error) {
 // adapts Rules.ValidateCreate, ValidateUpdate and ValidateDelete, returning
 // their errors as one apierrors.NewInvalid.
 type DatabaseValidator struct {
-	Rules Rules
+	Rules rules.Rules
 }
 
 // ValidateCreate validates a Database being created.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 func testScheme(t *testing.T) *runtime.Scheme {
@@ -65,7 +66,7 @@ func TestDatabaseDefaulter(t *testing.T) {
 	defaulter := &DatabaseDefaulter{Rules: testRules}
 
 	t.Run("defaults a Database outside an admission request", func(t *testing.T) {
-		db := database("orders")
+		db := fixture.Database("orders")
 		if err := defaulter.Default(context.Background(), db); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +76,7 @@ func TestDatabaseDefaulter(t *testing.T) {
 	})
 
 	t.Run("defaults a created Database", func(t *testing.T) {
-		db := database("orders", withEngine("mysql"))
+		db := fixture.Database("orders", fixture.WithEngine("mysql"))
 		ctx := admission.NewContextWithRequest(context.Background(), admissionRequest(t, admissionv1.Create, nil, db))
 		if err := defaulter.Default(ctx, db); err != nil {
 			t.Fatal(err)
@@ -86,8 +87,8 @@ func TestDatabaseDefaulter(t *testing.T) {
 	})
 
 	t.Run("re-defaults the image of an updated Database whose version changed", func(t *testing.T) {
-		oldDB := defaulted(database("orders", withEngine("mysql"), withVersion("8.0")))
-		newDB := defaulted(oldDB, withVersion("8.4"))
+		oldDB := fixture.Defaulted(fixture.Database("orders", fixture.WithEngine("mysql"), fixture.WithVersion("8.0")))
+		newDB := fixture.With(fixture.Defaulted(oldDB), fixture.WithVersion("8.4"))
 		ctx := admission.NewContextWithRequest(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, newDB))
 		if err := defaulter.Default(ctx, newDB); err != nil {
 			t.Fatal(err)
@@ -110,7 +111,7 @@ func TestDatabaseDefaulter(t *testing.T) {
 func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	hook := admission.WithDefaulter(testScheme(t), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules}))
 
-	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, database("orders", withReplicas(1))))
+	resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, fixture.Database("orders", fixture.WithReplicas(1))))
 	if !resp.Allowed {
 		t.Fatalf("response not allowed: %+v", resp.Result)
 	}
@@ -128,8 +129,8 @@ func TestDefaultingWebhookPatchesTheRequest(t *testing.T) {
 	}
 
 	t.Run("an update that bumps the version replaces the image", func(t *testing.T) {
-		oldDB := validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43"))
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, defaulted(oldDB, withVersion("8.4"))))
+		oldDB := validMySQL(fixture.WithVersion("8.0"), fixture.WithImage("docker.io/library/mysql:8.0.43"))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, oldDB, fixture.With(fixture.Defaulted(oldDB), fixture.WithVersion("8.4"))))
 		if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/spec/image" || resp.Patches[0].Value != "docker.io/library/mysql:8.4.6" {
 			t.Errorf("response: allowed %v, patches %+v", resp.Allowed, resp.Patches)
 		}
@@ -140,7 +141,7 @@ func TestValidatingWebhook(t *testing.T) {
 	hook := admission.WithValidator(testScheme(t), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules}))
 
 	t.Run("refuses an invalid Database with every cause and keeps the warnings", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withPort(80), withUsername("postgres"))))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(fixture.WithPort(80), fixture.WithUsername("postgres"))))
 		if resp.Allowed {
 			t.Fatal("an invalid Database was allowed")
 		}
@@ -161,7 +162,7 @@ func TestValidatingWebhook(t *testing.T) {
 	})
 
 	t.Run("allows a valid Database with its warnings", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(withDeletionPolicy("Delete"))))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, valid(fixture.WithDeletionPolicy("Delete"))))
 		if !resp.Allowed {
 			t.Fatalf("refused: %s", resp.Result.Message)
 		}
@@ -169,7 +170,7 @@ func TestValidatingWebhook(t *testing.T) {
 	})
 
 	t.Run("refuses shrinking the storage", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, valid(withStorageSize("10Gi")), valid(withStorageSize("5Gi"))))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Update, valid(fixture.WithStorageSize("10Gi")), valid(fixture.WithStorageSize("5Gi"))))
 		want := `Database.dbkeeper.io "orders" is invalid: spec.storage.size: Forbidden: may not be decreased (from 10Gi to 5Gi)`
 		if resp.Allowed || resp.Result.Message != want {
 			t.Errorf("allowed %v, message %q, want %q", resp.Allowed, resp.Result.Message, want)
@@ -177,7 +178,7 @@ func TestValidatingWebhook(t *testing.T) {
 	})
 
 	t.Run("refuses deleting a protected Database", func(t *testing.T) {
-		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Delete, valid(withDeletionProtection()), nil))
+		resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Delete, valid(fixture.WithDeletionProtection()), nil))
 		if resp.Allowed || !strings.Contains(resp.Result.Message, "spec.deletionProtection: Forbidden") {
 			t.Errorf("allowed %v, message %q", resp.Allowed, resp.Result.Message)
 		}

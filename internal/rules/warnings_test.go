@@ -1,4 +1,4 @@
-package v1alpha1
+package rules_test
 
 import (
 	"slices"
@@ -6,9 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 const (
@@ -19,7 +21,7 @@ const (
 )
 
 // assertWarnings fails the test unless warnings are exactly want, in order.
-func assertWarnings(t *testing.T, warnings admission.Warnings, want ...string) {
+func assertWarnings(t *testing.T, warnings []string, want ...string) {
 	t.Helper()
 	if !slices.Equal(warnings, want) {
 		t.Errorf("warnings:\n got  %q\n want %q", warnings, want)
@@ -32,52 +34,52 @@ func TestValidateCreateWarnings(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		rules Rules
+		rules rules.Rules
 		db    *dbv1.Database
 		want  []string
 	}{
 		{name: "a single replica warns of nothing while the engine runs no replication", db: valid()},
-		{name: "more replicas than the engine runs warn of nothing: they are refused", db: valid(withReplicas(3))},
+		{name: "more replicas than the engine runs warn of nothing: they are refused", db: valid(fixture.WithReplicas(3))},
 		{
 			name: "deletionPolicy Delete destroys the data with the Database",
-			db:   valid(withReplicas(3), withDeletionPolicy("Delete")), want: []string{deletePolicyWarning},
+			db:   valid(fixture.WithReplicas(3), fixture.WithDeletionPolicy("Delete")), want: []string{deletePolicyWarning},
 		},
 		{
 			name:  "a version past its end of life, on the day",
 			rules: rulesAt(day(2026, time.November, 12)),
-			db:    valid(withVersion("14"), withImage("")), want: []string{postgres14EOLWarning},
+			db:    valid(fixture.WithVersion("14"), fixture.WithImage("")), want: []string{postgres14EOLWarning},
 		},
 		{
 			name:  "a version past its end of life",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    defaulted(database("orders", withVersion("14"))), want: []string{postgres14EOLWarning},
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14EOLWarning},
 		},
 		{
 			name:  "a version within 90 days of its end of life",
 			rules: rulesAt(day(2026, time.September, 1)),
-			db:    defaulted(database("orders", withVersion("14"))), want: []string{postgres14SoonWarning},
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14SoonWarning},
 		},
 		{
 			name:  "a version more than 90 days before its end of life",
 			rules: rulesAt(day(2026, time.August, 1)),
-			db:    defaulted(database("orders", withVersion("14"))),
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))),
 		},
 		{
 			name:  "a mysql version past its end of life",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    defaulted(database("orders", withEngine("mysql"), withVersion("8.0"))),
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithEngine("mysql"), fixture.WithVersion("8.0"))),
 			want:  []string{"mysql 8.0 reached end of life on 2026-04-30; upgrade to a supported version"},
 		},
 		{
 			name:  "every warning at once, in a fixed order",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    defaulted(database("orders", withVersion("14"), withDeletionPolicy("Delete"))),
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"), fixture.WithDeletionPolicy("Delete"))),
 			want:  []string{postgres14EOLWarning, deletePolicyWarning},
 		},
 		{
 			name:  "no end-of-life warning for an unsupported version",
 			rules: rulesAt(day(2030, time.January, 1)),
-			db:    valid(withVersion("9")),
+			db:    valid(fixture.WithVersion("9")),
 		},
 	}
 	for _, tt := range tests {
@@ -96,63 +98,63 @@ func TestValidateUpdateWarnings(t *testing.T) {
 	}{
 		{
 			name: "changing resources restarts every pod, one at a time",
-			old:  valid(), new: valid(withRequest(corev1.ResourceMemory, "1Gi")),
+			old:  valid(), new: valid(fixture.WithRequest(corev1.ResourceMemory, "1Gi")),
 			want: []string{"changing spec.resources restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing parameters restarts the pods",
-			old:  valid(), new: valid(withParameter("work_mem", "8MB")),
+			old:  valid(), new: valid(fixture.WithParameter("work_mem", "8MB")),
 			want: []string{"changing spec.parameters restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the port restarts the pods",
-			old:  valid(), new: valid(withPort(6432)),
+			old:  valid(), new: valid(fixture.WithPort(6432)),
 			want: []string{"changing spec.port restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the image restarts the pods",
-			old:  valid(), new: valid(withImage("postgres:17.7")),
+			old:  valid(), new: valid(fixture.WithImage("postgres:17.7")),
 			want: []string{"changing spec.image restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "changing the version restarts the pods, and names the version rather than the image it implies",
-			old:  validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43")), new: validMySQL(),
+			old:  validMySQL(fixture.WithVersion("8.0"), fixture.WithImage("docker.io/library/mysql:8.0.43")), new: validMySQL(),
 			want: []string{"changing spec.version restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "several changes restart the pods once",
 			old:  valid(),
-			new:  valid(withImage("postgres:17.7"), withLimit(corev1.ResourceCPU, "2"), withParameter("work_mem", "8MB"), withPort(6432)),
+			new:  valid(fixture.WithImage("postgres:17.7"), fixture.WithLimit(corev1.ResourceCPU, "2"), fixture.WithParameter("work_mem", "8MB"), fixture.WithPort(6432)),
 			want: []string{"changing spec.image, spec.resources, spec.parameters and spec.port restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
 		{
 			name: "a single pod restart makes the database unavailable",
-			old:  valid(), new: valid(withRequest(corev1.ResourceCPU, "1")),
+			old:  valid(), new: valid(fixture.WithRequest(corev1.ResourceCPU, "1")),
 			want: []string{"changing spec.resources restarts the only pod of StatefulSet orders: the database is unavailable until it is ready again"},
 		},
-		{name: "growing the storage restarts no pod", old: valid(), new: valid(withStorageSize("5Gi"))},
-		{name: "the same resources in other units restart no pod", old: valid(), new: valid(withRequest(corev1.ResourceCPU, "0.1"))},
+		{name: "growing the storage restarts no pod", old: valid(), new: valid(fixture.WithStorageSize("5Gi"))},
+		{name: "the same resources in other units restart no pod", old: valid(), new: valid(fixture.WithRequest(corev1.ResourceCPU, "0.1"))},
 		{
 			name: "a change to a Database that stays at one replica does not repeat the single replica warning",
-			old:  valid(), new: valid(withStorageSize("5Gi")),
+			old:  valid(), new: valid(fixture.WithStorageSize("5Gi")),
 		},
 		{
 			name: "switching to deletionPolicy Delete warns that data is deleted",
-			old:  valid(), new: valid(withDeletionPolicy("Delete")),
+			old:  valid(), new: valid(fixture.WithDeletionPolicy("Delete")),
 			want: []string{deletePolicyWarning},
 		},
 		{
 			name: "a change to a Database that keeps deletionPolicy Delete does not repeat the warning",
-			old:  valid(withDeletionPolicy("Delete")), new: valid(withStorageSize("5Gi"), withDeletionPolicy("Delete")),
+			old:  valid(fixture.WithDeletionPolicy("Delete")), new: valid(fixture.WithStorageSize("5Gi"), fixture.WithDeletionPolicy("Delete")),
 		},
 		{
 			name: "a refused change warns of no restart",
-			old:  valid(), new: valid(withRequest(corev1.ResourceCPU, "1"), withUsername("shop")),
+			old:  valid(), new: valid(fixture.WithRequest(corev1.ResourceCPU, "1"), fixture.WithUsername("shop")),
 		},
 		{
 			name: "a change of metadata only warns of nothing, not even end of life",
-			old:  defaulted(database("orders", withVersion("14"))),
-			new:  defaulted(database("orders", withVersion("14")), with(func(db *dbv1.Database) { db.Labels = map[string]string{"a": "b"} })),
+			old:  fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))),
+			new:  fixture.With(fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), with(func(db *dbv1.Database) { db.Labels = map[string]string{"a": "b"} })),
 		},
 	}
 	for _, tt := range tests {
@@ -163,9 +165,9 @@ func TestValidateUpdateWarnings(t *testing.T) {
 	}
 
 	t.Run("an update of a Database past its end of life repeats the end-of-life warning", func(t *testing.T) {
-		rules := rulesAt(time.Date(2026, time.December, 2, 0, 0, 0, 0, time.UTC))
-		old := defaulted(database("orders", withVersion("14")))
-		warnings, _ := rules.ValidateUpdate(old, defaulted(old, withStorageSize("5Gi")))
+		r := rulesAt(time.Date(2026, time.December, 2, 0, 0, 0, 0, time.UTC))
+		old := fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14")))
+		warnings, _ := r.ValidateUpdate(old, fixture.With(fixture.Defaulted(old), fixture.WithStorageSize("5Gi")))
 		assertWarnings(t, warnings, postgres14EOLWarning)
 	})
 }
@@ -174,21 +176,21 @@ func TestValidateUpdateWarnings(t *testing.T) {
 // of pods with an engine that runs replication, which the catalog has none
 // of yet: a copy of postgres with a higher MaxReplicas.
 func TestReplicatedEngineWarnings(t *testing.T) {
-	postgres, _ := dbv1.LookupEngine(dbv1.EnginePostgres)
+	postgres, _ := catalog.LookupEngine(dbv1.EnginePostgres)
 	replicated := *postgres
 	replicated.MaxReplicas = 5
 
 	t.Run("a single replica of a replicated engine has no standby", func(t *testing.T) {
-		if got := warnSingleReplica(&replicated, nil, &valid().Spec); got != singleReplicaWarning {
+		if got := rules.WarnSingleReplica(&replicated, nil, &valid().Spec); got != singleReplicaWarning {
 			t.Errorf("warning = %q, want %q", got, singleReplicaWarning)
 		}
-		if got := warnSingleReplica(&replicated, valid(withReplicas(3)), &valid().Spec); got != singleReplicaWarning {
+		if got := rules.WarnSingleReplica(&replicated, valid(fixture.WithReplicas(3)), &valid().Spec); got != singleReplicaWarning {
 			t.Errorf("scaling down to 1: warning = %q, want %q", got, singleReplicaWarning)
 		}
-		if got := warnSingleReplica(&replicated, valid(), &valid().Spec); got != "" {
+		if got := rules.WarnSingleReplica(&replicated, valid(), &valid().Spec); got != "" {
 			t.Errorf("staying at 1 repeated the warning %q", got)
 		}
-		if got := warnSingleReplica(postgres, nil, &valid().Spec); got != "" {
+		if got := rules.WarnSingleReplica(postgres, nil, &valid().Spec); got != "" {
 			t.Errorf("an engine without replication warned %q", got)
 		}
 	})
@@ -200,24 +202,24 @@ func TestReplicatedEngineWarnings(t *testing.T) {
 	}{
 		{
 			name: "changing resources restarts every pod, one at a time",
-			old:  valid(withReplicas(3)), new: valid(withReplicas(3), withRequest(corev1.ResourceMemory, "1Gi")),
+			old:  valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(3), fixture.WithRequest(corev1.ResourceMemory, "1Gi")),
 			want: []string{"changing spec.resources restarts 3 pods of StatefulSet orders, one at a time"},
 		},
 		{
 			name: "scaling up while changing resources restarts only the existing pods",
-			old:  valid(withReplicas(2)), new: valid(withReplicas(5), withRequest(corev1.ResourceCPU, "1")),
+			old:  valid(fixture.WithReplicas(2)), new: valid(fixture.WithReplicas(5), fixture.WithRequest(corev1.ResourceCPU, "1")),
 			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
 		},
 		{
 			name: "scaling down while changing resources restarts only the pods that remain",
-			old:  valid(withReplicas(5)), new: valid(withReplicas(2), withRequest(corev1.ResourceCPU, "1")),
+			old:  valid(fixture.WithReplicas(5)), new: valid(fixture.WithReplicas(2), fixture.WithRequest(corev1.ResourceCPU, "1")),
 			want: []string{"changing spec.resources restarts 2 pods of StatefulSet orders, one at a time"},
 		},
-		{name: "scaling restarts no pod", old: valid(withReplicas(3)), new: valid(withReplicas(5))},
+		{name: "scaling restarts no pod", old: valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(5))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assertWarnings(t, appendRestartWarning(nil, tt.old, tt.new), tt.want...)
+			assertWarnings(t, rules.AppendRestartWarning(nil, tt.old, tt.new), tt.want...)
 		})
 	}
 }

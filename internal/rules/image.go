@@ -1,8 +1,14 @@
-package v1alpha1
+package rules
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // imageRef is a container image reference split into its parts.
@@ -88,4 +94,60 @@ func normalizeRepository(repository string) string {
 func tagMatchesVersion(tag, version string) bool {
 	rest, ok := strings.CutPrefix(tag, version)
 	return ok && (rest == "" || rest[0] == '.' || rest[0] == '-')
+}
+
+// validateImage checks that the image names an explicit tag or digest, not
+// "latest", and that an official image of the engine, from the operator's
+// registry or docker.io/library, is of spec.version.
+func (r Rules) validateImage(engine *catalog.EngineInfo, version *catalog.VersionInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+	if spec.Image == "" {
+		// Without a valid engine and version there is no default to expect;
+		// their own errors say why.
+		if version != nil {
+			*errs = append(*errs, field.Required(imagePath, ""))
+		}
+		return
+	}
+	ref, problem := parseImage(spec.Image)
+	switch {
+	case problem != "":
+		*errs = append(*errs, field.Invalid(imagePath, spec.Image, problem))
+		return
+	case ref.tag == "" && ref.digest == "":
+		*errs = append(*errs, field.Invalid(imagePath, spec.Image,
+			"must name a tag or a digest, e.g. "+r.exampleImage(engine, version)+"; without one the image is :latest"))
+		return
+	case ref.tag == "latest":
+		*errs = append(*errs, field.Invalid(imagePath, spec.Image,
+			`must not use the tag "latest", which moves: pods restarted at different times would run different versions; name a version, e.g. `+r.exampleImage(engine, version)))
+		return
+	}
+	if engine == nil || version == nil || ref.tag == "" {
+		return
+	}
+	// The official image, from the operator's registry or the default one,
+	// has the major version in its tag.
+	repository := normalizeRepository(ref.repository)
+	if repository != normalizeRepository(r.registry()+"/"+engine.Image) &&
+		repository != normalizeRepository(catalog.DefaultImageRegistry+"/"+engine.Image) {
+		return
+	}
+	if !tagMatchesVersion(ref.tag, version.Version) {
+		*errs = append(*errs, field.Invalid(imagePath, spec.Image, fmt.Sprintf(
+			"the tag %s is not %s %s (spec.version): use a %s.x tag, or leave spec.image empty to run the default %s",
+			ref.tag, engine.Name, version.Version, version.Version, version.Tag)))
+	}
+}
+
+// exampleImage returns an image reference to quote in messages.
+func (r Rules) exampleImage(engine *catalog.EngineInfo, version *catalog.VersionInfo) string {
+	if engine == nil {
+		engine, _ = catalog.LookupEngine(catalog.DefaultEngine)
+	}
+	v := engine.DefaultVersion
+	if version != nil {
+		v = version.Version
+	}
+	image, _ := engine.DefaultImage(r.registry(), v)
+	return image
 }

@@ -1,21 +1,23 @@
-package v1alpha1
+package catalog
 
 import (
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
 
 func TestLookupEngine(t *testing.T) {
 	tests := map[string]struct {
-		engine      Engine
+		engine      dbv1.Engine
 		found       bool
 		wantDefault string
 		wantPort    int32
 	}{
-		"postgres is known with default version 17": {engine: EnginePostgres, found: true, wantDefault: "17", wantPort: 5432},
-		"mysql is known with default version 8.4":   {engine: EngineMySQL, found: true, wantDefault: "8.4", wantPort: 3306},
+		"postgres is known with default version 17": {engine: dbv1.EnginePostgres, found: true, wantDefault: "17", wantPort: 5432},
+		"mysql is known with default version 8.4":   {engine: dbv1.EngineMySQL, found: true, wantDefault: "8.4", wantPort: 3306},
 		"an unknown engine is not found":            {engine: "oracle"},
 		"the empty engine is not found":             {engine: ""},
 		"engine names are case-sensitive":           {engine: "Postgres"},
@@ -43,7 +45,7 @@ func TestCatalogIsConsistent(t *testing.T) {
 	if _, ok := LookupEngine(DefaultEngine); !ok {
 		t.Errorf("the default engine %q is not in the catalog", DefaultEngine)
 	}
-	for _, e := range catalog {
+	for _, e := range entries {
 		if _, ok := e.LookupVersion(e.DefaultVersion); !ok {
 			t.Errorf("%s: default version %q is not among %v", e.Name, e.DefaultVersion, e.VersionNames())
 		}
@@ -68,8 +70,8 @@ func TestCatalogIsConsistent(t *testing.T) {
 }
 
 func TestLookupVersion(t *testing.T) {
-	pg, _ := LookupEngine(EnginePostgres)
-	my, _ := LookupEngine(EngineMySQL)
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
+	my, _ := LookupEngine(dbv1.EngineMySQL)
 	tests := map[string]struct {
 		engine  *EngineInfo
 		version string
@@ -94,7 +96,7 @@ func TestLookupVersion(t *testing.T) {
 }
 
 func TestDefaultImage(t *testing.T) {
-	pg, _ := LookupEngine(EnginePostgres)
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
 	tests := map[string]struct {
 		registry, version, want string
 		wantErr                 bool
@@ -114,18 +116,18 @@ func TestDefaultImage(t *testing.T) {
 }
 
 func TestCompareVersions(t *testing.T) {
-	pg, _ := LookupEngine(EnginePostgres)
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
 	if pg.CompareVersions("16", "17") >= 0 || pg.CompareVersions("17", "16") <= 0 || pg.CompareVersions("17", "17") != 0 {
 		t.Error("postgres versions do not order as 16 < 17")
 	}
-	my, _ := LookupEngine(EngineMySQL)
+	my, _ := LookupEngine(dbv1.EngineMySQL)
 	if my.CompareVersions("8.0", "8.4") >= 0 {
 		t.Error("mysql versions do not order as 8.0 < 8.4")
 	}
 }
 
 func TestIsEndOfLife(t *testing.T) {
-	pg, _ := LookupEngine(EnginePostgres)
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
 	v14, _ := pg.LookupVersion("14")
 	tests := map[string]struct {
 		now  time.Time

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules_test
 
 import (
 	"regexp"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // fuzzInput is a Database as strings, the way the fuzzer varies it. An empty
@@ -66,7 +68,7 @@ func parseQuantity(s string) (resource.Quantity, bool) {
 // database builds the Database of the input and returns the paths of the
 // fields it sets.
 func (in fuzzInput) database() (*dbv1.Database, []string) {
-	db := database(in.name)
+	db := fixture.Database(in.name)
 	set := []string{"metadata."}
 	mark := func(value, path string) bool {
 		if value != "" {
@@ -158,7 +160,7 @@ func FuzzDefault(f *testing.F) {
 		testRules.Default(once)
 		twice := once.DeepCopy()
 		testRules.Default(twice)
-		if !specEquality.DeepEqual(once.Spec, twice.Spec) {
+		if !rules.SpecEquality.DeepEqual(once.Spec, twice.Spec) {
 			t.Fatalf("Default is not idempotent:\n once  %+v\n twice %+v", once.Spec, twice.Spec)
 		}
 
@@ -168,13 +170,13 @@ func FuzzDefault(f *testing.F) {
 			(g.Image != "" && d.Image != g.Image) || (g.DatabaseName != "" && d.DatabaseName != g.DatabaseName) ||
 			(g.Username != "" && d.Username != g.Username) || (g.DeletionPolicy != "" && d.DeletionPolicy != g.DeletionPolicy) ||
 			(g.Replicas != nil && *d.Replicas != *g.Replicas) || (g.Port != nil && *d.Port != *g.Port) ||
-			(g.Storage.Size != nil && compareQuantities(*d.Storage.Size, *g.Storage.Size) != 0) ||
-			!specEquality.DeepEqual(g.Parameters, d.Parameters) || !specEquality.DeepEqual(g.Resources.Limits, d.Resources.Limits) {
+			(g.Storage.Size != nil && rules.CompareQuantities(*d.Storage.Size, *g.Storage.Size) != 0) ||
+			!rules.SpecEquality.DeepEqual(g.Parameters, d.Parameters) || !rules.SpecEquality.DeepEqual(g.Resources.Limits, d.Resources.Limits) {
 			t.Fatalf("Default overwrote a value:\n given     %+v\n defaulted %+v", g, d)
 		}
 		for name, q := range g.Resources.Requests {
-			if got := d.Resources.Requests[name]; compareQuantities(got, q) != 0 {
-				t.Fatalf("Default overwrote the %s request %s with %s", name, quantityString(q), quantityString(got))
+			if got := d.Resources.Requests[name]; rules.CompareQuantities(got, q) != 0 {
+				t.Fatalf("Default overwrote the %s request %s with %s", name, rules.QuantityString(q), rules.QuantityString(got))
 			}
 		}
 
@@ -183,7 +185,7 @@ func FuzzDefault(f *testing.F) {
 		testRules.DefaultUpdate(valid(), updated)
 		again := updated.DeepCopy()
 		testRules.DefaultUpdate(valid(), again)
-		if !specEquality.DeepEqual(updated.Spec, again.Spec) {
+		if !rules.SpecEquality.DeepEqual(updated.Spec, again.Spec) {
 			t.Fatalf("DefaultUpdate is not idempotent:\n once  %+v\n twice %+v", updated.Spec, again.Spec)
 		}
 	})

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules
 
 import (
 	"fmt"
@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // endOfLifeNotice is how long before a version's end of life the warnings
@@ -19,13 +18,13 @@ const endOfLifeNotice = 90 * 24 * time.Hour
 // version's end of life, and, on create (oldDB nil) or when the field changes
 // to it, a single replica of a replicated engine and deletionPolicy Delete.
 // The order is fixed.
-func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
-	var warnings admission.Warnings
+func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
+	var warnings []string
 	spec := &newDB.Spec
 	if w := r.endOfLifeWarning(spec); w != "" {
 		warnings = append(warnings, w)
 	}
-	engine, _ := dbv1.LookupEngine(spec.Engine)
+	engine, _ := catalog.LookupEngine(spec.Engine)
 	if w := warnSingleReplica(engine, oldDB, spec); w != "" {
 		warnings = append(warnings, w)
 	}
@@ -39,7 +38,7 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) admission.Warnings {
 // engine that can run more, "" otherwise. An engine whose MaxReplicas is 1
 // has no standby to fail over to whatever the spec says, and a warning
 // would ask for what cannot be given.
-func warnSingleReplica(engine *dbv1.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
+func warnSingleReplica(engine *catalog.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
 	if engine == nil || engine.MaxReplicas <= 1 || ptrValue(spec.Replicas) != 1 || (oldDB != nil && ptrValue(oldDB.Spec.Replicas) == 1) {
 		return ""
 	}
@@ -49,7 +48,7 @@ func warnSingleReplica(engine *dbv1.EngineInfo, oldDB *dbv1.Database, spec *dbv1
 // endOfLifeWarning returns a warning when the spec's version has reached its
 // end of life or reaches it soon, "" otherwise.
 func (r Rules) endOfLifeWarning(spec *dbv1.DatabaseSpec) string {
-	engine, ok := dbv1.LookupEngine(spec.Engine)
+	engine, ok := catalog.LookupEngine(spec.Engine)
 	if !ok {
 		return ""
 	}
@@ -71,7 +70,7 @@ func (r Rules) endOfLifeWarning(spec *dbv1.DatabaseSpec) string {
 // appendRestartWarning appends a warning naming the changed fields that roll
 // the StatefulSet's pods, and how many pods restart, if any do. Replica
 // changes add or remove pods but restart none.
-func appendRestartWarning(warnings admission.Warnings, oldDB, newDB *dbv1.Database) admission.Warnings {
+func appendRestartWarning(warnings []string, oldDB, newDB *dbv1.Database) []string {
 	fields := rollingChanges(&oldDB.Spec, &newDB.Spec)
 	if len(fields) == 0 {
 		return warnings

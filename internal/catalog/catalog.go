@@ -1,9 +1,11 @@
-package v1alpha1
+package catalog
 
 import (
 	"fmt"
 	"slices"
 	"time"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
 
 // DefaultImageRegistry is where the official engine images come from unless
@@ -11,8 +13,6 @@ import (
 const DefaultImageRegistry = "docker.io/library"
 
 // VersionInfo describes one supported major version of an engine.
-// It is catalog data, not an API type: no deepcopy is generated for it.
-// +kubebuilder:object:generate=false
 type VersionInfo struct {
 	// Version is the major version as written in spec.version.
 	Version string
@@ -23,12 +23,10 @@ type VersionInfo struct {
 }
 
 // EngineInfo describes an engine dbkeeper runs: everything the defaulting,
-// validation and builders need to know about it. It is catalog data, not an
-// API type: no deepcopy is generated for it.
-// +kubebuilder:object:generate=false
+// validation and builders need to know about it.
 type EngineInfo struct {
 	// Name is the engine as written in spec.engine.
-	Name Engine
+	Name dbv1.Engine
 	// Image is the image repository below the registry, e.g. "postgres".
 	Image string
 	// DefaultVersion is the version a Database gets when it names none.
@@ -70,7 +68,7 @@ type EngineInfo struct {
 
 // noReplication is the reason an engine without replication runs one
 // replica.
-func noReplication(engine Engine) string {
+func noReplication(engine dbv1.Engine) string {
 	return "dbkeeper does not run replication for " + string(engine) +
 		" yet, and more replicas would be independent servers with diverging data behind one Service"
 }
@@ -79,11 +77,11 @@ func day(year int, month time.Month, d int) time.Time {
 	return time.Date(year, month, d, 0, 0, 0, 0, time.UTC)
 }
 
-// catalog is the engine catalog: the single place that says which engines and
+// entries are the engine catalog: the single place that says which engines and
 // versions dbkeeper supports.
-var catalog = []EngineInfo{
+var entries = []EngineInfo{
 	{
-		Name:           EnginePostgres,
+		Name:           dbv1.EnginePostgres,
 		Image:          "postgres",
 		DefaultVersion: "17",
 		Versions: []VersionInfo{
@@ -99,7 +97,7 @@ var catalog = []EngineInfo{
 		DataDir:               "/var/lib/postgresql/data/pgdata",
 		UID:                   999,
 		MaxReplicas:           1,
-		MaxReplicasReason:     noReplication(EnginePostgres),
+		MaxReplicasReason:     noReplication(dbv1.EnginePostgres),
 		OwnedParameters:       []string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,
@@ -107,7 +105,7 @@ var catalog = []EngineInfo{
 		ReservedUsernames:     []string{"postgres"},
 	},
 	{
-		Name:           EngineMySQL,
+		Name:           dbv1.EngineMySQL,
 		Image:          "mysql",
 		DefaultVersion: "8.4",
 		Versions: []VersionInfo{
@@ -120,7 +118,7 @@ var catalog = []EngineInfo{
 		DataDir:               "/var/lib/mysql",
 		UID:                   999,
 		MaxReplicas:           1,
-		MaxReplicasReason:     noReplication(EngineMySQL),
+		MaxReplicasReason:     noReplication(dbv1.EngineMySQL),
 		OwnedParameters:       []string{"bind-address", "datadir", "port", "socket", "user"},
 		MaxDatabaseNameLength: 64,
 		MaxUsernameLength:     32,
@@ -130,12 +128,12 @@ var catalog = []EngineInfo{
 }
 
 // DefaultEngine is the engine a Database gets when it names none.
-const DefaultEngine = EnginePostgres
+const DefaultEngine = dbv1.EnginePostgres
 
 // Engines returns the names of the supported engines in catalog order.
 func Engines() []string {
-	names := make([]string, 0, len(catalog))
-	for _, e := range catalog {
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
 		names = append(names, string(e.Name))
 	}
 	return names
@@ -143,10 +141,10 @@ func Engines() []string {
 
 // LookupEngine returns the catalog entry of an engine, and false when the
 // engine is not supported.
-func LookupEngine(name Engine) (*EngineInfo, bool) {
-	for i := range catalog {
-		if catalog[i].Name == name {
-			return &catalog[i], true
+func LookupEngine(name dbv1.Engine) (*EngineInfo, bool) {
+	for i := range entries {
+		if entries[i].Name == name {
+			return &entries[i], true
 		}
 	}
 	return nil, false

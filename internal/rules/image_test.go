@@ -1,10 +1,13 @@
-package v1alpha1
+package rules
 
 import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
+
+// digest is a well-formed sha256 digest.
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestParseImage(t *testing.T) {
 	tests := []struct {

@@ -1,4 +1,4 @@
-package v1alpha1
+package catalog
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ func generatedCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 // When an engine gains replication, the rule moves to the spec to name it.
 func TestCRDReplicasLimit(t *testing.T) {
 	replicas := generatedCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["replicas"]
-	for _, e := range catalog {
+	for _, e := range entries {
 		if e.MaxReplicas != 1 {
 			t.Errorf("%s runs up to %d replicas, but the CRD's rule on spec.replicas allows only 1: change the rule with the catalog", e.Name, e.MaxReplicas)
 		}

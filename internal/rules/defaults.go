@@ -1,4 +1,4 @@
-package v1alpha1
+package rules
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -6,6 +6,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // Defaults of the engine-independent fields of a DatabaseSpec.
@@ -41,9 +42,9 @@ var (
 func (r Rules) Default(db *dbv1.Database) {
 	spec := &db.Spec
 	if spec.Engine == "" {
-		spec.Engine = dbv1.DefaultEngine
+		spec.Engine = catalog.DefaultEngine
 	}
-	if engine, ok := dbv1.LookupEngine(spec.Engine); ok {
+	if engine, ok := catalog.LookupEngine(spec.Engine); ok {
 		if spec.Version == "" {
 			spec.Version = engine.DefaultVersion
 		}
@@ -120,7 +121,7 @@ func (r Rules) hasStaleDefaultImage(oldDB, newDB *dbv1.Database) bool {
 		// Refused as an engine change; leave the image alone.
 		return false
 	}
-	engine, ok := dbv1.LookupEngine(name)
+	engine, ok := catalog.LookupEngine(name)
 	if !ok {
 		return false
 	}

@@ -1,21 +1,23 @@
-package v1alpha1
+package rules_test
 
 import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
 )
 
 // BenchmarkDefaultAndValidate measures what the reconciler's guard does for
 // every reconcile, and admission for every create: copy, default and
 // validate a typical Database.
 func BenchmarkDefaultAndValidate(b *testing.B) {
-	db := database("orders",
-		withVersion("17"), withStorageSize("50Gi"), withStorageClass("fast"),
-		withRequest(corev1.ResourceCPU, "500m"), withRequest(corev1.ResourceMemory, "1Gi"),
-		withLimit(corev1.ResourceMemory, "1Gi"),
-		withParameter("max_connections", "200"), withParameter("shared_buffers", "256MB"), withParameter("work_mem", "8MB"),
-		withDatabaseName("orders"), withUsername("shop"))
+	db := fixture.Database("orders",
+		fixture.WithVersion("17"), fixture.WithStorageSize("50Gi"), fixture.WithStorageClass("fast"),
+		fixture.WithRequest(corev1.ResourceCPU, "500m"), fixture.WithRequest(corev1.ResourceMemory, "1Gi"),
+		fixture.WithLimit(corev1.ResourceMemory, "1Gi"),
+		fixture.WithParameter("max_connections", "200"), fixture.WithParameter("shared_buffers", "256MB"), fixture.WithParameter("work_mem", "8MB"),
+		fixture.WithDatabaseName("orders"), fixture.WithUsername("shop"))
 	b.ReportAllocs()
 	for b.Loop() {
 		c := db.DeepCopy()
@@ -28,8 +30,8 @@ func BenchmarkDefaultAndValidate(b *testing.B) {
 
 // BenchmarkValidateUpdate measures validating a typical change.
 func BenchmarkValidateUpdate(b *testing.B) {
-	old := valid(withParameter("work_mem", "8MB"))
-	changed := valid(withParameter("work_mem", "16MB"))
+	old := valid(fixture.WithParameter("work_mem", "8MB"))
+	changed := valid(fixture.WithParameter("work_mem", "16MB"))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, errs := testRules.ValidateUpdate(old, changed); len(errs) != 0 {

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules_test
 
 import (
 	"os"
@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in
@@ -24,11 +26,11 @@ func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
 		t.Fatalf("decoding the generated CRD: %v", err)
 	}
-	rules := map[string][]apiextensionsv1.ValidationRule{}
+	specRules := map[string][]apiextensionsv1.ValidationRule{}
 	for _, r := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations {
-		rules[r.FieldPath] = append(rules[r.FieldPath], r)
+		specRules[r.FieldPath] = append(specRules[r.FieldPath], r)
 	}
-	return rules
+	return specRules
 }
 
 // TestCRDTransitionRulesMatchTheDefaults checks that the CRD's transition
@@ -36,32 +38,32 @@ func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 // Default sets, and that each rule of ValidateUpdate that CEL can express
 // has one: when a default changes, the markers on DatabaseSpec must too.
 func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
-	rules := crdSpecRules(t)
+	specRules := crdSpecRules(t)
 	text := func(fieldPath string) string {
 		var b strings.Builder
-		for _, r := range rules[fieldPath] {
+		for _, r := range specRules[fieldPath] {
 			b.WriteString(r.Rule + "\n")
 		}
 		return b.String()
 	}
 	quoted := func(s string) string { return "'" + s + "'" }
 	wants := map[string][]string{
-		".engine":                   {quoted(string(dbv1.DefaultEngine))},
-		".databaseName":             {quoted(DefaultDatabaseName)},
-		".username":                 {quoted(DefaultUsername)},
+		".engine":                   {quoted(string(catalog.DefaultEngine))},
+		".databaseName":             {quoted(rules.DefaultDatabaseName)},
+		".username":                 {quoted(rules.DefaultUsername)},
 		".storage.storageClassName": {"oldSelf.storage.storageClassName"},
-		".storage.size":             {quoted(defaultStorageSize.String()), "quantity("},
-		".version":                  {quoted(string(dbv1.DefaultEngine))},
+		".storage.size":             {quoted(rules.DefaultStorageSize.String()), "quantity("},
+		".version":                  {quoted(string(catalog.DefaultEngine))},
 	}
-	for _, name := range dbv1.Engines() {
-		engine, _ := dbv1.LookupEngine(dbv1.Engine(name))
+	for _, name := range catalog.Engines() {
+		engine, _ := catalog.LookupEngine(dbv1.Engine(name))
 		wants[".version"] = append(wants[".version"], quoted(engine.DefaultVersion))
 		if !engine.InPlaceMajorUpgrade {
 			wants[".version"] = append(wants[".version"], "!= "+quoted(name))
 		}
 	}
 	for fieldPath, parts := range wants {
-		if len(rules[fieldPath]) == 0 {
+		if len(specRules[fieldPath]) == 0 {
 			t.Errorf("the CRD has no transition rule on spec%s", fieldPath)
 			continue
 		}
@@ -70,7 +72,7 @@ func TestCRDTransitionRulesMatchTheDefaults(t *testing.T) {
 				t.Errorf("the CRD's rules on spec%s do not contain %s:\n%s", fieldPath, part, text(fieldPath))
 			}
 		}
-		for _, r := range rules[fieldPath] {
+		for _, r := range specRules[fieldPath] {
 			if r.Reason == nil || *r.Reason != apiextensionsv1.FieldValueForbidden || (r.Message == "" && r.MessageExpression == "") {
 				t.Errorf("the rule on spec%s is not a Forbidden error with a message: %+v", fieldPath, r)
 			}

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules_test
 
 import (
 	"testing"
@@ -9,6 +9,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // defaultSpec returns the spec an empty Database of the engine defaults to.
@@ -53,7 +55,7 @@ func TestDefault(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		rules Rules
+		rules rules.Rules
 		spec  dbv1.DatabaseSpec
 		want  dbv1.DatabaseSpec
 	}{
@@ -69,23 +71,23 @@ func TestDefault(t *testing.T) {
 		{
 			name: "a postgres version without an image gets that version's image",
 			spec: dbv1.DatabaseSpec{Version: "16"},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Version, db.Spec.Image = "16", "docker.io/library/postgres:16.10"
-			}).spec(postgres),
+			}),
 		},
 		{
 			name: "a mysql version without an image gets that version's image",
 			spec: dbv1.DatabaseSpec{Engine: "mysql", Version: "8.0"},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(mysql, func(db *dbv1.Database) {
 				db.Spec.Version, db.Spec.Image = "8.0", "docker.io/library/mysql:8.0.43"
-			}).spec(mysql),
+			}),
 		},
 		{
 			name:  "the operator's image registry makes the default image",
-			rules: Rules{ImageRegistry: "registry.example.com/mirror/"},
-			want: with(func(db *dbv1.Database) {
+			rules: rules.Rules{ImageRegistry: "registry.example.com/mirror/"},
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Image = "registry.example.com/mirror/postgres:17.6"
-			}).spec(postgres),
+			}),
 		},
 		{
 			name: "every value the user set is kept",
@@ -95,35 +97,35 @@ func TestDefault(t *testing.T) {
 		{
 			name: "an unknown version gets no image",
 			spec: dbv1.DatabaseSpec{Version: "9.6"},
-			want: with(func(db *dbv1.Database) { db.Spec.Version, db.Spec.Image = "9.6", "" }).spec(postgres),
+			want: specWith(postgres, func(db *dbv1.Database) { db.Spec.Version, db.Spec.Image = "9.6", "" }),
 		},
 		{
 			name: "an unknown engine gets only the defaults that do not depend on the engine",
 			spec: dbv1.DatabaseSpec{Engine: "oracle"},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Engine, db.Spec.Version, db.Spec.Image, db.Spec.Port = "oracle", "", "", nil
-			}).spec(postgres),
+			}),
 		},
 		{
 			name: "a cpu limit alone gets no cpu request, but memory is defaulted",
 			spec: dbv1.DatabaseSpec{Resources: corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
 			}},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Resources = corev1.ResourceRequirements{
 					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
 					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 				}
-			}).spec(postgres),
+			}),
 		},
 		{
 			name: "a memory request alone is kept and cpu is defaulted",
 			spec: dbv1.DatabaseSpec{Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
 			}},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
-			}).spec(postgres),
+			}),
 		},
 		{
 			name: "a zero storage size and port are kept for validation to refuse",
@@ -131,15 +133,15 @@ func TestDefault(t *testing.T) {
 				Storage: dbv1.StorageSpec{Size: ptr.To(resource.MustParse("0"))},
 				Port:    ptr.To[int32](0), Replicas: ptr.To[int32](0),
 			},
-			want: with(func(db *dbv1.Database) {
+			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Storage.Size = ptr.To(resource.MustParse("0"))
 				db.Spec.Port, db.Spec.Replicas = ptr.To[int32](0), ptr.To[int32](0)
-			}).spec(postgres),
+			}),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := database("orders", with(func(db *dbv1.Database) { db.Spec = *tt.spec.DeepCopy() }))
+			db := fixture.Database("orders", with(func(db *dbv1.Database) { db.Spec = *tt.spec.DeepCopy() }))
 			tt.rules.Default(db)
 			if !apiequality.Semantic.DeepEqual(db.Spec, tt.want) {
 				t.Errorf("Default:\n got  %+v\n want %+v", db.Spec, tt.want)
@@ -153,15 +155,15 @@ func TestDefault(t *testing.T) {
 	}
 }
 
-// spec applies the option to a copy of spec and returns it.
-func (o option) spec(spec dbv1.DatabaseSpec) dbv1.DatabaseSpec {
+// specWith applies change to a copy of spec and returns it.
+func specWith(spec dbv1.DatabaseSpec, change func(*dbv1.Database)) dbv1.DatabaseSpec {
 	db := &dbv1.Database{Spec: *spec.DeepCopy()}
-	o(db)
+	change(db)
 	return db.Spec
 }
 
 func TestDefaultLeavesMetadataAndStatusAlone(t *testing.T) {
-	db := database("orders", withDeletionTimestamp())
+	db := fixture.Database("orders", fixture.WithDeletionTimestamp())
 	db.Labels = map[string]string{"team": "shop"}
 	db.Status.Phase = dbv1.PhaseReady
 	want := db.DeepCopy()
@@ -172,85 +174,85 @@ func TestDefaultLeavesMetadataAndStatusAlone(t *testing.T) {
 }
 
 func TestDefaultUpdate(t *testing.T) {
-	mirror := Rules{ImageRegistry: "registry.example.com/mirror"}
+	mirror := rules.Rules{ImageRegistry: "registry.example.com/mirror"}
 	tests := []struct {
 		name      string
-		rules     Rules
+		rules     rules.Rules
 		old, new  *dbv1.Database
 		wantImage string
 	}{
 		{
 			name:      "a version bump re-defaults the old version's default image",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion("17"), withImage("docker.io/library/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("docker.io/library/postgres:16.10")),
 			wantImage: "docker.io/library/postgres:17.6",
 		},
 		{
 			name:      "a mysql version bump re-defaults the old version's default image",
-			old:       validMySQL(withVersion("8.0"), withImage("docker.io/library/mysql:8.0.43")),
-			new:       validMySQL(withVersion("8.4"), withImage("docker.io/library/mysql:8.0.43")),
+			old:       validMySQL(fixture.WithVersion("8.0"), fixture.WithImage("docker.io/library/mysql:8.0.43")),
+			new:       validMySQL(fixture.WithVersion("8.4"), fixture.WithImage("docker.io/library/mysql:8.0.43")),
 			wantImage: "docker.io/library/mysql:8.4.6",
 		},
 		{
 			name:      "clearing the version re-defaults the version and its image",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion(""), withImage("docker.io/library/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion(""), fixture.WithImage("docker.io/library/postgres:16.10")),
 			wantImage: "docker.io/library/postgres:17.6",
 		},
 		{
 			name:      "a version bump with the image from the operator's registry re-defaults it",
 			rules:     mirror,
-			old:       valid(withVersion("16"), withImage("registry.example.com/mirror/postgres:16.10")),
-			new:       valid(withVersion("17"), withImage("registry.example.com/mirror/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("registry.example.com/mirror/postgres:16.10")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("registry.example.com/mirror/postgres:16.10")),
 			wantImage: "registry.example.com/mirror/postgres:17.6",
 		},
 		{
 			name:      "a version bump keeps a default image of another registry than the operator's",
 			rules:     mirror,
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion("17"), withImage("docker.io/library/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("docker.io/library/postgres:16.10")),
 			wantImage: "docker.io/library/postgres:16.10",
 		},
 		{
 			name:      "a version bump keeps an image the user chose",
-			old:       valid(withVersion("16"), withImage("quay.io/shop/postgres:16.10")),
-			new:       valid(withVersion("17"), withImage("quay.io/shop/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("quay.io/shop/postgres:16.10")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("quay.io/shop/postgres:16.10")),
 			wantImage: "quay.io/shop/postgres:16.10",
 		},
 		{
 			name:      "a version bump keeps an official image whose tag the user chose",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.4")),
-			new:       valid(withVersion("17"), withImage("docker.io/library/postgres:16.4")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.4")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("docker.io/library/postgres:16.4")),
 			wantImage: "docker.io/library/postgres:16.4",
 		},
 		{
 			name:      "a version bump with a new image keeps the new image",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion("17"), withImage("docker.io/library/postgres:17.5")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion("17"), fixture.WithImage("docker.io/library/postgres:17.5")),
 			wantImage: "docker.io/library/postgres:17.5",
 		},
 		{
 			name:      "an unchanged version keeps the image",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10"), withReplicas(3)),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10"), fixture.WithReplicas(3)),
 			wantImage: "docker.io/library/postgres:16.10",
 		},
 		{
 			name:      "an engine change keeps the image for validation to refuse the change",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withEngine("mysql"), withVersion("8.4"), withImage("docker.io/library/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithEngine("mysql"), fixture.WithVersion("8.4"), fixture.WithImage("docker.io/library/postgres:16.10")),
 			wantImage: "docker.io/library/postgres:16.10",
 		},
 		{
 			name:      "a change to an unknown version leaves the image empty for validation to report the version",
-			old:       valid(withVersion("16"), withImage("docker.io/library/postgres:16.10")),
-			new:       valid(withVersion("19"), withImage("docker.io/library/postgres:16.10")),
+			old:       valid(fixture.WithVersion("16"), fixture.WithImage("docker.io/library/postgres:16.10")),
+			new:       valid(fixture.WithVersion("19"), fixture.WithImage("docker.io/library/postgres:16.10")),
 			wantImage: "",
 		},
 		{
 			name:      "an update that clears the image gets the default image",
-			old:       valid(withImage("quay.io/shop/postgres:17.6")),
-			new:       valid(withImage("")),
+			old:       valid(fixture.WithImage("quay.io/shop/postgres:17.6")),
+			new:       valid(fixture.WithImage("")),
 			wantImage: "docker.io/library/postgres:17.6",
 		},
 	}

@@ -1,4 +1,4 @@
-package v1alpha1
+package rules
 
 import (
 	"strings"
@@ -7,13 +7,14 @@ import (
 	"k8s.io/utils/clock"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
 
 // Rules holds the operator-level inputs of defaulting and validation. The
 // zero value is ready to use: the default image registry and the real clock.
 type Rules struct {
 	// ImageRegistry is where the official engine images come from, e.g.
-	// dbv1.DefaultImageRegistry; "" means the default.
+	// catalog.DefaultImageRegistry; "" means the default.
 	ImageRegistry string
 	// Clock tells the time for end-of-life warnings; nil means the real clock.
 	Clock clock.PassiveClock
@@ -22,7 +23,7 @@ type Rules struct {
 // registry returns the image registry without a trailing slash.
 func (r Rules) registry() string {
 	if r.ImageRegistry == "" {
-		return dbv1.DefaultImageRegistry
+		return catalog.DefaultImageRegistry
 	}
 	return strings.TrimRight(r.ImageRegistry, "/")
 }
@@ -38,16 +39,25 @@ func (r Rules) now() time.Time {
 // effectiveEngine returns the engine a Database runs once defaulted.
 func effectiveEngine(spec *dbv1.DatabaseSpec) dbv1.Engine {
 	if spec.Engine == "" {
-		return dbv1.DefaultEngine
+		return catalog.DefaultEngine
 	}
 	return spec.Engine
 }
 
 // effectiveVersion returns the version a Database of a known engine runs once
 // defaulted.
-func effectiveVersion(engine *dbv1.EngineInfo, spec *dbv1.DatabaseSpec) string {
+func effectiveVersion(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec) string {
 	if spec.Version == "" {
 		return engine.DefaultVersion
 	}
 	return spec.Version
+}
+
+// ptrValue returns what p points to, or the zero value when p is nil.
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

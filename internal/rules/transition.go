@@ -1,0 +1,71 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/catalog"
+)
+
+// migrationTools names, per engine, how data moves between major versions
+// when the engine cannot upgrade in place.
+var migrationTools = map[dbv1.Engine]string{
+	dbv1.EnginePostgres: "pg_dump and pg_restore, or pg_upgrade",
+}
+
+// validateTransition checks the rules of a change from a stored (defaulted)
+// spec. A field that already failed validation is not reported again.
+func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+	failed := func(path *field.Path) bool {
+		p := path.String()
+		return slices.ContainsFunc(*errs, func(e *field.Error) bool { return e.Field == p })
+	}
+	var add field.ErrorList
+
+	engineChanged := oldSpec.Engine != newSpec.Engine
+	if engineChanged && !failed(enginePath) {
+		add = append(add, field.Forbidden(enginePath, fmt.Sprintf(
+			"field is immutable (was %s): create a new Database with the other engine and migrate the data", oldSpec.Engine)))
+	}
+	if !engineChanged && oldSpec.Version != newSpec.Version && !failed(versionPath) {
+		if engine, ok := catalog.LookupEngine(newSpec.Engine); ok {
+			add = append(add, versionChangeErrors(engine, oldSpec.Version, newSpec.Version)...)
+		}
+	}
+	if oldSpec.DatabaseName != newSpec.DatabaseName && !failed(databaseNamePath) {
+		add = append(add, field.Forbidden(databaseNamePath, fmt.Sprintf("field is immutable (was %q)", oldSpec.DatabaseName)))
+	}
+	if oldSpec.Username != newSpec.Username && !failed(usernamePath) {
+		add = append(add, field.Forbidden(usernamePath, fmt.Sprintf("field is immutable (was %q)", oldSpec.Username)))
+	}
+	if oldClass := ptrValue(oldSpec.Storage.StorageClassName); oldClass != "" && ptrValue(newSpec.Storage.StorageClassName) != oldClass {
+		add = append(add, field.Forbidden(storageClassPath, fmt.Sprintf("field is immutable once set (was %q)", oldClass)))
+	}
+	if oldSize, newSize := oldSpec.Storage.Size, newSpec.Storage.Size; oldSize != nil && newSize != nil && !failed(sizePath) && compareQuantities(*newSize, *oldSize) < 0 {
+		add = append(add, field.Forbidden(sizePath, fmt.Sprintf("may not be decreased (from %s to %s)", quantityString(*oldSize), quantityString(*newSize))))
+	}
+	*errs = append(*errs, add...)
+}
+
+// versionChangeErrors refuses a major version downgrade, and any major
+// version change of an engine that cannot upgrade its data in place.
+func versionChangeErrors(engine *catalog.EngineInfo, oldVersion, newVersion string) field.ErrorList {
+	switch order := engine.CompareVersions(newVersion, oldVersion); {
+	case order < 0:
+		return field.ErrorList{field.Forbidden(versionPath, fmt.Sprintf(
+			"may not be decreased (from %s to %s): %s cannot open a data directory of a newer version; create a new Database with version %s and restore a backup into it",
+			oldVersion, newVersion, engine.Name, newVersion))}
+	case order > 0 && !engine.InPlaceMajorUpgrade:
+		tools, ok := migrationTools[engine.Name]
+		if !ok {
+			tools = "a dump and restore"
+		}
+		return field.ErrorList{field.Forbidden(versionPath, fmt.Sprintf(
+			"may not change from %s to %s: %s cannot upgrade a data directory to a new major version in place; create a new Database with version %s and migrate the data with %s",
+			oldVersion, newVersion, engine.Name, newVersion, tools))}
+	}
+	return nil
+}
