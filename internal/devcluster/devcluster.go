@@ -20,7 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// KubernetesVersion is the Kubernetes release whose binaries devcluster runs.
+// KubernetesVersion is the Kubernetes release whose binaries devcluster and
+// the tests run. The Makefile's K8S_VERSION and the k8s.io/kubernetes
+// requirement of hack/k8s/kubernetes/go.mod name the same release
+// (TestKubernetesVersionAgrees checks it).
 const KubernetesVersion = "v1.37.2"
 
 // Component names: each is also the name of the binary and of its log file
@@ -120,26 +123,28 @@ type ports struct {
 }
 
 // DefaultBinDir returns where the binaries are looked for by default:
-// $KUBEBUILDER_ASSETS if set, else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/k8s/<KubernetesVersion>, where
-// make k8s-tools puts them.
+// $KUBEBUILDER_ASSETS if set (the Makefile exports it), else
+// <CacheDir>/k8s/<KubernetesVersion>, where make k8s-tools puts them.
 func DefaultBinDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheHome(), "dbkeeper", "k8s", KubernetesVersion)
+	return filepath.Join(CacheDir(), "k8s", KubernetesVersion)
 }
 
-// cacheHome returns $XDG_CACHE_HOME, or ~/.cache.
-func cacheHome() string {
-	if cache := os.Getenv("XDG_CACHE_HOME"); cache != "" {
-		return cache
+// CacheDir returns the directory the make targets build the pinned binaries
+// and images into, each in a directory of its own:
+// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper, the Makefile's CACHE_DIR.
+func CacheDir() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache")
+	return filepath.Join(cache, "dbkeeper")
 }
 
 // CheckBinaries returns an error naming every binary missing from dir, and

@@ -76,13 +76,12 @@ type nodePorts struct {
 
 // DefaultNodeBinDir returns where the real node's binaries are looked for by
 // default: $DBKEEPER_NODE_TOOLS if set, else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/node, where make node-tools puts
-// them.
+// <CacheDir>/node, where make node-tools puts them.
 func DefaultNodeBinDir() string {
 	if dir := os.Getenv("DBKEEPER_NODE_TOOLS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheHome(), "dbkeeper", "node")
+	return filepath.Join(CacheDir(), "node")
 }
 
 // CheckNodeBinaries returns an error naming every real-node binary missing

@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -64,12 +65,7 @@ func requireCertManager(t testing.TB) string {
 	dir, fromEnv := os.LookupEnv(certManagerAssetsEnv)
 	if !fromEnv || dir == "" {
 		fromEnv = false
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "dbkeeper", "cert-manager", certManagerVersion(t))
+		dir = filepath.Join(devcluster.CacheDir(), "cert-manager", certManagerVersion(t))
 	}
 	for _, name := range []string{certManagerController, certManagerCAInjector, filepath.Join("crds", "cert-manager.io_certificates.yaml")} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
