@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
 // Client rate limits of the controller manager and the scheduler: far above
@@ -108,13 +110,13 @@ func kubeconfig(server string, caPEM []byte, user string, kp *keyPair) ([]byte, 
 
 // defineProcesses sets the command line of every component.
 func (c *Cluster) defineProcesses() {
-	newProcess := func(name string, args ...string) *process {
-		return &process{
-			name:    name,
-			path:    filepath.Join(c.BinDir, name),
-			args:    args,
-			dir:     c.RunDir,
-			logPath: c.path(name + ".log"),
+	newProcess := func(name string, args ...string) *process.Process {
+		return &process.Process{
+			Name:    name,
+			Path:    filepath.Join(c.BinDir, name),
+			Args:    args,
+			Dir:     c.RunDir,
+			LogPath: c.path(name + ".log"),
 		}
 	}
 	pki := c.pki
@@ -213,7 +215,7 @@ func (c *Cluster) defineProcesses() {
 	)
 	// kwok also reads ~/.kwok/kwok.yaml when it exists: give it a HOME of
 	// its own so a developer's kwok configuration cannot change the cluster.
-	c.kwok.env = append(envWithout(os.Environ(), "HOME"), "HOME="+c.path("kwok-home"))
+	c.kwok.Env = append(envWithout(os.Environ(), "HOME"), "HOME="+c.path("kwok-home"))
 }
 
 // envWithout returns env without the variables named.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -41,7 +42,7 @@ type certEnv struct {
 	assets   string
 	cluster  *devcluster.Cluster
 	client   client.Client
-	procs    []*process
+	procs    []*process.Process
 	manager  *localrun.Manager
 	mgrLog   string
 	binary   string
@@ -130,7 +131,7 @@ func (e *certEnv) eventually(t testing.TB, timeout time.Duration, what string, c
 	last := ""
 	for time.Since(start) < timeout {
 		for _, p := range e.procs {
-			if err := p.running(); err != nil {
+			if err := exited(p); err != nil {
 				t.Fatalf("waiting for %s: %v", what, err)
 			}
 		}
