@@ -108,16 +108,22 @@ func kubeconfig(server string, caPEM []byte, user string, kp *keyPair) ([]byte, 
 	return clientcmd.Write(*cfg)
 }
 
+// component returns the process of the binary name of binDir, run in dir
+// and logging to <RunDir>/<name>.log.
+func (c *Cluster) component(binDir, dir, name string, args ...string) *process.Process {
+	return &process.Process{
+		Name:    name,
+		Path:    filepath.Join(binDir, name),
+		Args:    args,
+		Dir:     dir,
+		LogPath: c.path(name + ".log"),
+	}
+}
+
 // defineProcesses sets the command line of every component.
 func (c *Cluster) defineProcesses() {
 	newProcess := func(name string, args ...string) *process.Process {
-		return &process.Process{
-			Name:    name,
-			Path:    filepath.Join(c.BinDir, name),
-			Args:    args,
-			Dir:     c.RunDir,
-			LogPath: c.path(name + ".log"),
-		}
+		return c.component(c.BinDir, c.RunDir, name, args...)
 	}
 	pki := c.pki
 	etcdClient := fmt.Sprintf("http://127.0.0.1:%d", c.ports.etcdClient)

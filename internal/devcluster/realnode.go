@@ -250,13 +250,7 @@ func (n *realNode) stop() error {
 // defineProcesses sets the command line of every node component.
 func (n *realNode) defineProcesses() {
 	newProcess := func(name string, args ...string) *process.Process {
-		return &process.Process{
-			Name:    name,
-			Path:    filepath.Join(n.binDir, name),
-			Args:    args,
-			Dir:     n.dir,
-			LogPath: n.c.path(name + ".log"),
-		}
+		return n.c.component(n.binDir, n.dir, name, args...)
 	}
 	n.containerd = newProcess(Containerd, "--config="+n.path("containerd.toml"))
 	// The shim is looked up in PATH; runc is the host's.
