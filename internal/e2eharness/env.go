@@ -121,15 +121,25 @@ func (e *Env) ManagerOptions(kubeconfig, logFile string, args ...string) localru
 
 // Kubectl runs the pinned kubectl as the cluster's admin and returns its
 // standard output and error together.
-func (e *Env) Kubectl(args ...string) (string, error) {
-	stdout, stderr, err := e.Cluster.Kubectl(context.Background(), args...)
-	return stdout + stderr, err
-}
+func (e *Env) Kubectl(args ...string) (string, error) { return Kubectl(e.Cluster, args...) }
 
 // MustKubectl runs kubectl like Kubectl and fails the test if it fails.
 func (e *Env) MustKubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := e.Kubectl(args...)
+	return MustKubectl(t, e.Cluster, args...)
+}
+
+// Kubectl runs the pinned kubectl as the admin of c and returns its
+// standard output and error together.
+func Kubectl(c *devcluster.Cluster, args ...string) (string, error) {
+	stdout, stderr, err := c.Kubectl(context.Background(), args...)
+	return stdout + stderr, err
+}
+
+// MustKubectl runs kubectl like Kubectl and fails the test if it fails.
+func MustKubectl(t testing.TB, c *devcluster.Cluster, args ...string) string {
+	t.Helper()
+	out, err := Kubectl(c, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
 	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
@@ -101,17 +102,12 @@ func startCertEnv(t *testing.T) *certEnv {
 }
 
 func (e *certEnv) kubectl(args ...string) (string, error) {
-	stdout, stderr, err := e.cluster.Kubectl(context.Background(), args...)
-	return stdout + stderr, err
+	return e2eharness.Kubectl(e.cluster, args...)
 }
 
 func (e *certEnv) mustKubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := e.kubectl(args...)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return e2eharness.MustKubectl(t, e.cluster, args...)
 }
 
 // writeFile writes data into the run directory and returns its path.
