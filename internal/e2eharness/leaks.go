@@ -68,7 +68,7 @@ func FileSources(files ...string) ([]Source, error) {
 
 // Scan returns every value of scanner found in sources.
 func Scan(scanner *leakscan.Scanner, sources []Source) []leakscan.Leak {
-	var leaks []leakscan.Leak
+	leaks := make([]leakscan.Leak, 0, len(sources))
 	for _, s := range sources {
 		leaks = append(leaks, scanner.Scan(s.Name, s.Data)...)
 	}

@@ -150,7 +150,7 @@ func (h *harness) stop() error {
 	if h.Env == nil {
 		return nil
 	}
-	return errors.Join(h.Env.Stop(), removeRunDir(h.Dir))
+	return errors.Join(h.Stop(), removeRunDir(h.Dir))
 }
 
 // removeRunDir removes the run directory unless DBKEEPER_FAULTS_KEEP is set.
