@@ -5,27 +5,30 @@ IMG ?= dbkeeper:dev
 
 # The pinned Kubernetes binaries (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok) are built once from the Go module proxy and
-# cached outside the checkout, keyed by version.
+# cached outside the checkout, keyed by version. K8S_VERSION and CACHE_DIR are
+# the Go code's devcluster.KubernetesVersion and devcluster.CacheDir(); the
+# version is also hack/k8s/kubernetes/go.mod's (a test of internal/devcluster
+# checks that the three agree). hack/k8s-tools.sh gets both from here.
 K8S_VERSION ?= v1.37.2
-CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
-K8S_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/k8s/$(K8S_VERSION)
+CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dbkeeper
+K8S_TOOLS_DIR ?= $(CACHE_DIR)/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(K8S_TOOLS_DIR)
 
 # cert-manager's controller and cainjector, built from hack/certmanager for
 # verifying the deployment (test/deploy), cached the same way.
 CERT_MANAGER_VERSION ?= v1.21.2
-CERT_MANAGER_DIR ?= $(CACHE_HOME)/dbkeeper/cert-manager/$(CERT_MANAGER_VERSION)
+CERT_MANAGER_DIR ?= $(CACHE_DIR)/cert-manager/$(CERT_MANAGER_VERSION)
 export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
 
 # The binaries of devcluster's real node (kubelet, kube-proxy, containerd and
 # its runc shim, ctr, CoreDNS, local-path-provisioner), built from the wrapper
 # modules under hack/ and cached, each rebuilt when its module's version moves.
-NODE_TOOLS_DIR ?= $(CACHE_HOME)/dbkeeper/node
+NODE_TOOLS_DIR ?= $(CACHE_DIR)/node
 export DBKEEPER_NODE_TOOLS := $(NODE_TOOLS_DIR)
 
 # The engine images the tests run on a real node (and its pause image), built
 # here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
-ENGINE_IMAGES_DIR ?= $(CACHE_HOME)/dbkeeper/images
+ENGINE_IMAGES_DIR ?= $(CACHE_DIR)/images
 export ENGINE_IMAGES_DIR
 
 # Developer tools are pinned in hack/tools/go.mod and run with `go tool`.
@@ -176,7 +179,7 @@ node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreD
 
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).
-	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)"
+	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)" "$(K8S_VERSION)"
 
 .PHONY: engine-images
 engine-images: ## Build the pause, postgres (15, 17) and mariadb images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).

@@ -13,18 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
-	"github.com/dbkeeper/dbkeeper/internal/rules"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -38,50 +31,25 @@ const replicasError = "spec.replicas: Invalid value: 3: must be 1: dbkeeper does
 // dbkeeper's was) after its children exist, and checks that the reconciler
 // reports it Stalled with the webhook's message and leaves every child as
 // it was: nothing changed, nothing deleted.
+//
+// It shares the package's API server although it changes the CRD: the
+// package's tests do not run in parallel, so none runs while the replicas
+// rule is off, and a cleanup puts the rule back if the test ends early.
+// Its manager, like every test's, sees only its own namespace.
 func TestReplicasGuard(t *testing.T) {
-	cfg := testenv.Start(t, &envtest.Environment{})
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, dbv1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
+	f := newEnv(t, "guard")
+	f.startManager(controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second})
+	crdScheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(crdScheme); err != nil {
+		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	crds, err := client.New(f.cfg, client.Options{Scheme: crdScheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "guard"}}); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := f.client, context.Background()
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Cache:      controller.CacheOptions(),
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &controller.DatabaseReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("dbkeeper"),
-		Rules: rules.Rules{Clock: clock.RealClock{}},
-	}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 1, BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	mgrCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mgrCtx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-
-	key := client.ObjectKey{Namespace: "guard", Name: "orders"}
+	key := client.ObjectKey{Namespace: f.namespace, Name: "orders"}
 	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres}}
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
@@ -126,16 +94,34 @@ func TestReplicasGuard(t *testing.T) {
 
 	// Store replicas 3 as a cluster without the webhooks and with an
 	// earlier CRD would, then put the CRD back.
-	var replicaRules apiextensionsv1.ValidationRules
-	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) {
-			replicaRules, p.XValidations = p.XValidations, nil
-		})
-	}, func() error {
+	probe := func() error {
 		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
 		return c.Create(ctx, probe, client.DryRunAll)
+	}
+	var rules apiextensionsv1.ValidationRules
+	testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) {
+			rules, p.XValidations = p.XValidations, nil
+		})
+	}, probe)
+	restored := false
+	restore := func(t testing.TB) {
+		testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
+			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
+		}, func() error {
+			if probe() == nil {
+				return fmt.Errorf("a Database with three replicas is still admitted")
+			}
+			return nil
+		})
+		restored = true
+	}
+	t.Cleanup(func() {
+		if !restored {
+			restore(t)
+		}
 	})
-	if len(replicaRules) == 0 {
+	if len(rules) == 0 {
 		t.Fatal("the CRD has no validation rule on spec.replicas")
 	}
 	stored := &dbv1.Database{}
@@ -146,15 +132,7 @@ func TestReplicasGuard(t *testing.T) {
 	if err := c.Update(ctx, stored); err != nil {
 		t.Fatalf("storing three replicas past the schema: %v", err)
 	}
-	testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = replicaRules })
-	}, func() error {
-		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
-		if err := c.Create(ctx, probe, client.DryRunAll); err == nil {
-			return fmt.Errorf("a Database with three replicas is still admitted")
-		}
-		return nil
-	})
+	restore(t)
 
 	t.Run("the Database is Stalled with the webhook's message", func(t *testing.T) {
 		testenv.Eventually(t, time.Minute, "Stalled", func() string {

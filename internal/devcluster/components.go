@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
 // Client rate limits of the controller manager and the scheduler: far above
@@ -106,16 +108,22 @@ func kubeconfig(server string, caPEM []byte, user string, kp *keyPair) ([]byte, 
 	return clientcmd.Write(*cfg)
 }
 
+// component returns the process of the binary name of binDir, run in dir
+// and logging to <RunDir>/<name>.log.
+func (c *Cluster) component(binDir, dir, name string, args ...string) *process.Process {
+	return &process.Process{
+		Name:    name,
+		Path:    filepath.Join(binDir, name),
+		Args:    args,
+		Dir:     dir,
+		LogPath: c.path(name + ".log"),
+	}
+}
+
 // defineProcesses sets the command line of every component.
 func (c *Cluster) defineProcesses() {
-	newProcess := func(name string, args ...string) *process {
-		return &process{
-			name:    name,
-			path:    filepath.Join(c.BinDir, name),
-			args:    args,
-			dir:     c.RunDir,
-			logPath: c.path(name + ".log"),
-		}
+	newProcess := func(name string, args ...string) *process.Process {
+		return c.component(c.BinDir, c.RunDir, name, args...)
 	}
 	pki := c.pki
 	etcdClient := fmt.Sprintf("http://127.0.0.1:%d", c.ports.etcdClient)
@@ -213,7 +221,7 @@ func (c *Cluster) defineProcesses() {
 	)
 	// kwok also reads ~/.kwok/kwok.yaml when it exists: give it a HOME of
 	// its own so a developer's kwok configuration cannot change the cluster.
-	c.kwok.env = append(envWithout(os.Environ(), "HOME"), "HOME="+c.path("kwok-home"))
+	c.kwok.Env = append(envWithout(os.Environ(), "HOME"), "HOME="+c.path("kwok-home"))
 }
 
 // envWithout returns env without the variables named.

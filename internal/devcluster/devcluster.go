@@ -18,9 +18,14 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
-// KubernetesVersion is the Kubernetes release whose binaries devcluster runs.
+// KubernetesVersion is the Kubernetes release whose binaries devcluster and
+// the tests run. The Makefile's K8S_VERSION and the k8s.io/kubernetes
+// requirement of hack/k8s/kubernetes/go.mod name the same release
+// (TestKubernetesVersionAgrees checks it).
 const KubernetesVersion = "v1.37.2"
 
 // Component names: each is also the name of the binary and of its log file
@@ -47,6 +52,10 @@ const (
 
 // defaultStartTimeout bounds Start when its context has no deadline.
 const defaultStartTimeout = 3 * time.Minute
+
+// stopGrace is how long a component gets to exit after SIGTERM before its
+// process group is killed.
+const stopGrace = 10 * time.Second
 
 // Options configure Start. The zero value is a one-node cluster in a new
 // temporary directory on free ports.
@@ -106,7 +115,7 @@ type Cluster struct {
 	ports     ports
 	clientset kubernetes.Interface // from Config
 
-	etcd, apiserver, controllerManager, scheduler, kwok *process
+	etcd, apiserver, controllerManager, scheduler, kwok *process.Process
 	node                                                *realNode // nil without a real node
 
 	exited chan error // unexpected component exits, for Wait
@@ -120,26 +129,28 @@ type ports struct {
 }
 
 // DefaultBinDir returns where the binaries are looked for by default:
-// $KUBEBUILDER_ASSETS if set, else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/k8s/<KubernetesVersion>, where
-// make k8s-tools puts them.
+// $KUBEBUILDER_ASSETS if set (the Makefile exports it), else
+// <CacheDir>/k8s/<KubernetesVersion>, where make k8s-tools puts them.
 func DefaultBinDir() string {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheHome(), "dbkeeper", "k8s", KubernetesVersion)
+	return filepath.Join(CacheDir(), "k8s", KubernetesVersion)
 }
 
-// cacheHome returns $XDG_CACHE_HOME, or ~/.cache.
-func cacheHome() string {
-	if cache := os.Getenv("XDG_CACHE_HOME"); cache != "" {
-		return cache
+// CacheDir returns the directory the make targets build the pinned binaries
+// and images into, each in a directory of its own:
+// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper, the Makefile's CACHE_DIR.
+func CacheDir() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		home = os.TempDir()
-	}
-	return filepath.Join(home, ".cache")
+	return filepath.Join(cache, "dbkeeper")
 }
 
 // CheckBinaries returns an error naming every binary missing from dir, and
@@ -245,15 +256,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.defineProcesses()
 
-	step := func(p *process, ready func(context.Context) error) error {
+	step := func(p *process.Process, ready func(context.Context) error) error {
 		t := time.Now()
-		if err := p.start(); err != nil {
+		if err := p.Start(); err != nil {
 			return err
 		}
 		if err := c.waitReady(ctx, p, ready); err != nil {
 			return err
 		}
-		c.logf("%s ready (pid %d, %.1fs)", p.name, p.pid(), time.Since(t).Seconds())
+		c.logf("%s ready (pid %d, %.1fs)", p.Name, p.PID(), time.Since(t).Seconds())
 		return nil
 	}
 	if err := step(c.etcd, c.etcdHealthy); err != nil {
@@ -270,13 +281,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// server: start all three, then check them in order, so that their
 	// start-up times overlap.
 	t := time.Now()
-	for _, p := range []*process{c.controllerManager, c.scheduler, c.kwok} {
-		if err := p.start(); err != nil {
+	for _, p := range []*process.Process{c.controllerManager, c.scheduler, c.kwok} {
+		if err := p.Start(); err != nil {
 			return nil, err
 		}
 	}
 	checks := []struct {
-		p     *process
+		p     *process.Process
 		ready func(context.Context) error
 		what  string
 	}{
@@ -289,7 +300,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if err := c.waitReady(ctx, check.p, check.ready); err != nil {
 			return nil, err
 		}
-		c.logf("%s %s (pid %d, %.1fs)", check.p.name, check.what, check.p.pid(), time.Since(t).Seconds())
+		c.logf("%s %s (pid %d, %.1fs)", check.p.Name, check.what, check.p.PID(), time.Since(t).Seconds())
 	}
 	if opts.RealNode {
 		t := time.Now()
@@ -300,8 +311,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		c.logf("real node %s up (%.1fs)", RealNodeName, time.Since(t).Seconds())
 	}
 	for _, p := range c.processes() {
-		if p.setOnExit(c.componentExited) { // exited between its check and now
-			c.componentExited(p, p.exitErr())
+		if p.SetOnExit(c.componentExited) { // exited between its check and now
+			c.componentExited(p, p.ExitErr())
 		}
 	}
 	c.logf("cluster up in %.1fs; kubeconfig %s", time.Since(began).Seconds(), c.Kubeconfig)
@@ -335,7 +346,7 @@ func (c *Cluster) Stop() error {
 		if procs[i] == nil {
 			continue
 		}
-		if err := procs[i].stop(stopGrace); err != nil {
+		if err := procs[i].Stop(stopGrace); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -351,7 +362,7 @@ func (c *Cluster) Stop() error {
 // StopAPIServer stops kube-apiserver, leaving etcd and the other components
 // running (they retry until the API server is back). For fault tests.
 func (c *Cluster) StopAPIServer() error {
-	if err := c.apiserver.stop(stopGrace); err != nil {
+	if err := c.apiserver.Stop(stopGrace); err != nil {
 		return err
 	}
 	c.logf("%s stopped", KubeAPIServer)
@@ -367,7 +378,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	err := errors.New("devcluster: cluster is stopped")
 	if !c.stopped {
-		err = c.apiserver.start()
+		err = c.apiserver.Start()
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -376,7 +387,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if err := c.waitReady(ctx, c.apiserver, c.apiserverReady); err != nil {
 		return err
 	}
-	c.logf("%s ready again (pid %d, %.1fs)", KubeAPIServer, c.apiserver.pid(), time.Since(t).Seconds())
+	c.logf("%s ready again (pid %d, %.1fs)", KubeAPIServer, c.apiserver.PID(), time.Since(t).Seconds())
 	return nil
 }
 
@@ -414,7 +425,7 @@ func (c *Cluster) Logs() string {
 		if p == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "==> %s <==\n%s", p.logPath, p.tail(50))
+		fmt.Fprintf(&b, "==> %s <==\n%s", p.LogPath, p.Tail(50))
 	}
 	return b.String()
 }
@@ -424,25 +435,25 @@ func (c *Cluster) Logs() string {
 func (c *Cluster) PIDs() map[string]int {
 	pids := map[string]int{}
 	for _, p := range c.processes() {
-		if p != nil && p.pid() != 0 {
-			pids[p.name] = p.pid()
+		if p != nil && p.PID() != 0 {
+			pids[p.Name] = p.PID()
 		}
 	}
 	return pids
 }
 
 // processes returns the components in start order, the real node's last.
-func (c *Cluster) processes() []*process {
-	return append([]*process{c.etcd, c.apiserver, c.controllerManager, c.scheduler, c.kwok}, c.node.processes()...)
+func (c *Cluster) processes() []*process.Process {
+	return append([]*process.Process{c.etcd, c.apiserver, c.controllerManager, c.scheduler, c.kwok}, c.node.processes()...)
 }
 
 // componentExited reports a component that exited by itself.
-func (c *Cluster) componentExited(p *process, err error) {
+func (c *Cluster) componentExited(p *process.Process, err error) {
 	if err == nil {
 		err = errors.New("exited with status 0")
 	}
-	err = fmt.Errorf("devcluster: %s (pid %d) exited unexpectedly: %w\n%s", p.name, p.pid(), err, p.tail(30))
-	c.logf("%s exited unexpectedly; see %s", p.name, p.logPath)
+	err = fmt.Errorf("devcluster: %s (pid %d) exited unexpectedly: %w\n%s", p.Name, p.PID(), err, p.Tail(30))
+	c.logf("%s exited unexpectedly; see %s", p.Name, p.LogPath)
 	select {
 	case c.exited <- err:
 	default:
@@ -450,14 +461,14 @@ func (c *Cluster) componentExited(p *process, err error) {
 }
 
 // waitReady polls ready every 100ms until it succeeds, p exits, or ctx ends.
-func (c *Cluster) waitReady(ctx context.Context, p *process, ready func(context.Context) error) error {
+func (c *Cluster) waitReady(ctx context.Context, p *process.Process, ready func(context.Context) error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		_, done, running := p.running()
+		_, done, running := p.Running()
 		if !running {
-			return fmt.Errorf("devcluster: %s exited during start-up: %w\n%s", p.name, p.exitErr(), p.tail(30))
+			return fmt.Errorf("devcluster: %s exited during start-up: %w\n%s", p.Name, p.ExitErr(), p.Tail(30))
 		}
 		probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 		last = ready(probeCtx)
@@ -467,7 +478,7 @@ func (c *Cluster) waitReady(ctx context.Context, p *process, ready func(context.
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("devcluster: %s not ready: %w (last check: %w)\n%s", p.name, ctx.Err(), last, p.tail(30))
+			return fmt.Errorf("devcluster: %s not ready: %w (last check: %w)\n%s", p.Name, ctx.Err(), last, p.Tail(30))
 		case <-done:
 		case <-tick.C:
 		}

@@ -24,13 +24,12 @@ const ImagesListFile = "images.txt"
 
 // DefaultImagesDir returns where the images are looked for by default:
 // $ENGINE_IMAGES_DIR if set (the Makefile exports it), else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/images, where make engine-images
-// puts them.
+// <CacheDir>/images, where make engine-images puts them.
 func DefaultImagesDir() string {
 	if dir := os.Getenv("ENGINE_IMAGES_DIR"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheHome(), "dbkeeper", "images")
+	return filepath.Join(CacheDir(), "images")
 }
 
 // ReadImages returns the images listed in dir's images.txt, each archive

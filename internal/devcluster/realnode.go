@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
 // Component names of the real node; each is also the name of its binary in
@@ -67,7 +69,7 @@ type realNode struct {
 	state  *hostState
 	ports  nodePorts
 
-	containerd, kubelet, kubeProxy, coredns, provisioner *process
+	containerd, kubelet, kubeProxy, coredns, provisioner *process.Process
 }
 
 type nodePorts struct {
@@ -76,13 +78,12 @@ type nodePorts struct {
 
 // DefaultNodeBinDir returns where the real node's binaries are looked for by
 // default: $DBKEEPER_NODE_TOOLS if set, else
-// ${XDG_CACHE_HOME:-$HOME/.cache}/dbkeeper/node, where make node-tools puts
-// them.
+// <CacheDir>/node, where make node-tools puts them.
 func DefaultNodeBinDir() string {
 	if dir := os.Getenv("DBKEEPER_NODE_TOOLS"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheHome(), "dbkeeper", "node")
+	return filepath.Join(CacheDir(), "node")
 }
 
 // CheckNodeBinaries returns an error naming every real-node binary missing
@@ -173,16 +174,16 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	c.logf("real node network and cgroups set up (%.1fs)", time.Since(t).Seconds())
 
 	t = time.Now()
-	if err := n.containerd.start(); err != nil {
+	if err := n.containerd.Start(); err != nil {
 		return err
 	}
-	if err := n.state.adopt(n.containerd.pid()); err != nil {
+	if err := n.state.adopt(n.containerd.PID()); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, n.containerd, n.containerdReady); err != nil {
 		return err
 	}
-	c.logf("%s ready (pid %d, %.1fs)", Containerd, n.containerd.pid(), time.Since(t).Seconds())
+	c.logf("%s ready (pid %d, %.1fs)", Containerd, n.containerd.PID(), time.Since(t).Seconds())
 	t = time.Now()
 	if err := n.importImages(ctx); err != nil {
 		return err
@@ -196,13 +197,13 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	if err := n.createClusterObjects(ctx); err != nil {
 		return fmt.Errorf("devcluster: real node objects: %w", err)
 	}
-	for _, p := range []*process{n.kubelet, n.coredns, n.kubeProxy, n.provisioner} {
-		if err := p.start(); err != nil {
+	for _, p := range []*process.Process{n.kubelet, n.coredns, n.kubeProxy, n.provisioner} {
+		if err := p.Start(); err != nil {
 			return err
 		}
 	}
 	checks := []struct {
-		p     *process
+		p     *process.Process
 		ready func(context.Context) error
 		what  string
 	}{
@@ -215,17 +216,17 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 		if err := c.waitReady(ctx, check.p, check.ready); err != nil {
 			return err
 		}
-		c.logf("%s %s (pid %d, %.1fs)", check.p.name, check.what, check.p.pid(), time.Since(t).Seconds())
+		c.logf("%s %s (pid %d, %.1fs)", check.p.Name, check.what, check.p.PID(), time.Since(t).Seconds())
 	}
 	return nil
 }
 
 // processes returns the real node's components in start order.
-func (n *realNode) processes() []*process {
+func (n *realNode) processes() []*process.Process {
 	if n == nil {
 		return nil
 	}
-	return []*process{n.containerd, n.kubelet, n.coredns, n.kubeProxy, n.provisioner}
+	return []*process.Process{n.containerd, n.kubelet, n.coredns, n.kubeProxy, n.provisioner}
 }
 
 // stop stops the node's processes, then kills whatever still runs in its
@@ -235,7 +236,7 @@ func (n *realNode) stop() error {
 	procs := n.processes()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if procs[i] != nil {
-			if err := procs[i].stop(stopGrace); err != nil {
+			if err := procs[i].Stop(stopGrace); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -248,18 +249,12 @@ func (n *realNode) stop() error {
 
 // defineProcesses sets the command line of every node component.
 func (n *realNode) defineProcesses() {
-	newProcess := func(name string, args ...string) *process {
-		return &process{
-			name:    name,
-			path:    filepath.Join(n.binDir, name),
-			args:    args,
-			dir:     n.dir,
-			logPath: n.c.path(name + ".log"),
-		}
+	newProcess := func(name string, args ...string) *process.Process {
+		return n.c.component(n.binDir, n.dir, name, args...)
 	}
 	n.containerd = newProcess(Containerd, "--config="+n.path("containerd.toml"))
 	// The shim is looked up in PATH; runc is the host's.
-	n.containerd.env = append(envWithout(os.Environ(), "PATH", "TMPDIR"),
+	n.containerd.Env = append(envWithout(os.Environ(), "PATH", "TMPDIR"),
 		"PATH="+n.binDir+":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"TMPDIR="+n.path("tmp"))
 

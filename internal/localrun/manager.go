@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
 // Build compiles the manager binary from the checkout at root into out.
@@ -47,9 +47,7 @@ type ManagerOptions struct {
 
 // Manager is a running manager process.
 type Manager struct {
-	cmd     *exec.Cmd
-	done    chan struct{}
-	waitErr error
+	proc *process.Process
 	// ProbeAddr and MetricsAddr are where the probes and metrics are served.
 	ProbeAddr, MetricsAddr string
 	// WebhookPort is the webhook server's port on 127.0.0.1.
@@ -57,6 +55,10 @@ type Manager struct {
 	// LogFile is the manager's output.
 	LogFile string
 }
+
+// stopGrace is how long the manager gets to shut down after SIGTERM before
+// it is killed.
+const stopGrace = 15 * time.Second
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
@@ -85,40 +87,24 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		MetricsAddr: "127.0.0.1:" + strconv.Itoa(opts.MetricsPort),
 		WebhookPort: opts.WebhookPort,
 		LogFile:     opts.LogFile,
-		done:        make(chan struct{}),
 	}
-	args := append([]string{
-		"--kubeconfig=" + opts.Kubeconfig,
-		"--webhook-host=127.0.0.1",
-		"--webhook-port=" + strconv.Itoa(opts.WebhookPort),
-		"--webhook-cert-dir=" + opts.CertDir,
-		"--health-probe-bind-address=" + m.ProbeAddr,
-		"--metrics-bind-address=" + m.MetricsAddr,
-	}, opts.Args...)
-	if err := os.MkdirAll(filepath.Dir(opts.LogFile), 0o755); err != nil {
-		return nil, err
+	m.proc = &process.Process{
+		Name: "dbkeeper",
+		Path: opts.Binary,
+		Args: append([]string{
+			"--kubeconfig=" + opts.Kubeconfig,
+			"--webhook-host=127.0.0.1",
+			"--webhook-port=" + strconv.Itoa(opts.WebhookPort),
+			"--webhook-cert-dir=" + opts.CertDir,
+			"--health-probe-bind-address=" + m.ProbeAddr,
+			"--metrics-bind-address=" + m.MetricsAddr,
+		}, opts.Args...),
+		LogPath: opts.LogFile,
+		Output:  opts.Output,
 	}
-	log, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	m.cmd = exec.Command(opts.Binary, args...)
-	var out io.Writer = log
-	if opts.Output != nil {
-		out = io.MultiWriter(log, opts.Output)
-	}
-	m.cmd.Stdout, m.cmd.Stderr = out, out
-	// Its own process group, and killed if this process dies first.
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
-		log.Close()
+	if err := m.proc.Start(); err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)
 	}
-	go func() {
-		m.waitErr = m.cmd.Wait()
-		log.Close()
-		close(m.done)
-	}()
 	if err := m.waitReady(ctx, 60*time.Second); err != nil {
 		_ = m.Kill()
 		return nil, err
@@ -127,10 +113,10 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 }
 
 // PID returns the manager's process id.
-func (m *Manager) PID() int { return m.cmd.Process.Pid }
+func (m *Manager) PID() int { return m.proc.PID() }
 
 // Done is closed when the manager process has exited.
-func (m *Manager) Done() <-chan struct{} { return m.done }
+func (m *Manager) Done() <-chan struct{} { return m.proc.Done() }
 
 func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -138,8 +124,8 @@ func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
 	for {
 		select {
-		case <-m.done:
-			return fmt.Errorf("the manager exited before it was ready (%w); see %s", m.waitErr, m.LogFile)
+		case <-m.proc.Done():
+			return fmt.Errorf("the manager exited before it was ready (%w); see %s", m.proc.ExitErr(), m.LogFile)
 		case <-ctx.Done():
 			return fmt.Errorf("the manager was not ready within %s; see %s", timeout, m.LogFile)
 		case <-time.After(100 * time.Millisecond):
@@ -160,25 +146,14 @@ func (m *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Stop asks the manager to shut down and waits up to 15 seconds before
-// killing it.
+// Stop asks the manager to shut down with SIGTERM and waits up to 15
+// seconds before killing it.
 func (m *Manager) Stop() error {
-	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := m.proc.Stop(stopGrace); err != nil && !errors.Is(err, process.ErrKilled) {
 		return err
 	}
-	select {
-	case <-m.done:
-		return nil
-	case <-time.After(15 * time.Second):
-		return m.Kill()
-	}
+	return nil
 }
 
 // Kill kills the manager with SIGKILL, as a crash would, and waits for it.
-func (m *Manager) Kill() error {
-	if err := m.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	<-m.done
-	return nil
-}
+func (m *Manager) Kill() error { return m.proc.Kill() }

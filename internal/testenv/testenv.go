@@ -17,25 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 )
 
-// K8sVersion is the version of the pinned Kubernetes binaries.
-const K8sVersion = "v1.37.2"
-
-// BinDir returns the directory of the pinned Kubernetes binaries:
-// KUBEBUILDER_ASSETS when set (the Makefile sets it), else the cache
-// directory `make k8s-tools` builds into.
-func BinDir() string {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "dbkeeper", "k8s", K8sVersion)
-}
+// BinDir returns the directory of the pinned Kubernetes binaries,
+// devcluster.DefaultBinDir: KUBEBUILDER_ASSETS when set (the Makefile sets
+// it), else the cache directory `make k8s-tools` builds into.
+func BinDir() string { return devcluster.DefaultBinDir() }
 
 // RequireBinaries skips the test in -short mode, and otherwise fails it
 // when KUBEBUILDER_ASSETS is set but lacks the binaries, or skips it with

@@ -29,7 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -41,7 +43,7 @@ type certEnv struct {
 	assets   string
 	cluster  *devcluster.Cluster
 	client   client.Client
-	procs    []*process
+	procs    []*process.Process
 	manager  *localrun.Manager
 	mgrLog   string
 	binary   string
@@ -100,17 +102,12 @@ func startCertEnv(t *testing.T) *certEnv {
 }
 
 func (e *certEnv) kubectl(args ...string) (string, error) {
-	stdout, stderr, err := e.cluster.Kubectl(context.Background(), args...)
-	return stdout + stderr, err
+	return e2eharness.Kubectl(e.cluster, args...)
 }
 
 func (e *certEnv) mustKubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := e.kubectl(args...)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return e2eharness.MustKubectl(t, e.cluster, args...)
 }
 
 // writeFile writes data into the run directory and returns its path.
@@ -130,7 +127,7 @@ func (e *certEnv) eventually(t testing.TB, timeout time.Duration, what string, c
 	last := ""
 	for time.Since(start) < timeout {
 		for _, p := range e.procs {
-			if err := p.running(); err != nil {
+			if err := exited(p); err != nil {
 				t.Fatalf("waiting for %s: %v", what, err)
 			}
 		}

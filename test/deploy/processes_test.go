@@ -5,16 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -64,12 +63,7 @@ func requireCertManager(t testing.TB) string {
 	dir, fromEnv := os.LookupEnv(certManagerAssetsEnv)
 	if !fromEnv || dir == "" {
 		fromEnv = false
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "dbkeeper", "cert-manager", certManagerVersion(t))
+		dir = filepath.Join(devcluster.CacheDir(), "cert-manager", certManagerVersion(t))
 	}
 	for _, name := range []string{certManagerController, certManagerCAInjector, filepath.Join("crds", "cert-manager.io_certificates.yaml")} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
@@ -82,79 +76,29 @@ func requireCertManager(t testing.TB) string {
 	return dir
 }
 
-// process is a program the test started, in a process group of its own and
-// with the parent-death signal set, so that the kernel kills it if the test
-// process dies without stopping it.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logFile string
-	done    chan struct{}
-	err     error
-}
-
-func startProcess(t testing.TB, name, logFile, binary string, args ...string) *process {
+// startProcess starts a program in a process group of its own, with the
+// parent-death signal set so that the kernel kills it if the test process
+// dies first, and stops it when the test ends.
+func startProcess(t testing.TB, name, logFile, binary string, args ...string) *process.Process {
 	t.Helper()
-	log, err := os.Create(logFile)
-	if err != nil {
+	p := &process.Process{Name: name, Path: binary, Args: args, LogPath: logFile}
+	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{name: name, logFile: logFile, done: make(chan struct{}), cmd: exec.Command(binary, args...)}
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		log.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		log.Close()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		if err := p.stop(); err != nil {
+		if err := p.Stop(10 * time.Second); err != nil {
 			t.Errorf("stopping %s: %v", name, err)
 		}
 	})
 	return p
 }
 
-// running returns an error if the process has exited.
-func (p *process) running() error {
-	select {
-	case <-p.done:
-		err := p.err
-		if err == nil {
-			err = errors.New("exit status 0")
-		}
-		return fmt.Errorf("%s exited (%w); see %s", p.name, err, p.logFile)
-	default:
-		return nil
+// exited returns an error if the process has exited.
+func exited(p *process.Process) error {
+	if err := p.ExitErr(); err != nil {
+		return fmt.Errorf("%s exited (%w); see %s", p.Name, err, p.LogPath)
 	}
-}
-
-// stop sends SIGTERM to the process group (its id is the pid the test
-// started), waits up to 10 seconds, then kills the group.
-func (p *process) stop() error {
-	pgid := p.cmd.Process.Pid
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
-	}
-	<-p.done
-	return fmt.Errorf("%s did not exit within 10s of SIGTERM and was killed", p.name)
+	return nil
 }
 
 // written is one version of a Secret's data written to the volume.

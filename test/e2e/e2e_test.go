@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,18 +13,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
@@ -35,7 +28,7 @@ import (
 // suite is a devcluster with dbkeeper installed and its manager running.
 type suite struct {
 	t       *testing.T
-	cluster *devcluster.Cluster
+	env     *e2eharness.Env
 	client  client.Client
 	opts    localrun.ManagerOptions
 	manager *localrun.Manager
@@ -47,60 +40,29 @@ type suite struct {
 
 func setup(t *testing.T) *suite {
 	t.Helper()
-	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
-	ctx := context.Background()
-	root := testenv.ProjectRoot()
+	e2eharness.RequireBinaries(t)
 	runDir := t.TempDir()
-
-	binary := filepath.Join(runDir, "dbkeeper")
-	if err := localrun.Build(ctx, root, binary); err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := devcluster.Start(ctx, devcluster.Options{BinDir: testenv.BinDir(), RunDir: filepath.Join(runDir, "cluster"), Nodes: 2})
+	env, err := e2eharness.Start(context.Background(), runDir, devcluster.Options{Nodes: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &suite{t: t, cluster: cluster, root: root}
+	s := &suite{t: t, env: env, client: env.Client, root: env.Root}
 	t.Cleanup(func() {
 		if s.manager != nil {
 			_ = s.manager.Stop()
 		}
 		if t.Failed() {
-			state, _ := s.kubectl("get", "db,sts,pods,pvc,events", "-A", "-o", "wide")
-			t.Logf("cluster state:\n%s", state)
+			env.LogState(t, "db,sts,pods,pvc,events", s.opts.LogFile, 200)
 			dbs, _ := s.kubectl("get", "db", "-A", "-o", "yaml")
 			t.Logf("Databases:\n%s", dbs)
-			t.Logf("component logs:\n%s", cluster.Logs())
-			if data, err := os.ReadFile(s.opts.LogFile); err == nil {
-				t.Logf("manager log (last 200 lines):\n%s", lastLines(string(data), 200))
-			}
 		}
-		if err := cluster.Stop(); err != nil {
+		if err := env.Stop(); err != nil {
 			t.Errorf("stopping devcluster: %v", err)
 		}
 	})
-
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = dbv1.AddToScheme(scheme)
-	if s.client, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	webhookPort, err := localrun.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certDir := filepath.Join(runDir, "certs")
-	if err := localrun.Install(ctx, cluster.Config, root, certDir, webhookPort); err != nil {
-		t.Fatal(err)
-	}
 	s.secrets = s.recordPasswords(t, "")
-	s.opts = localrun.ManagerOptions{
-		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir, WebhookPort: webhookPort,
-		LogFile: filepath.Join(runDir, "manager.log"),
-		Args:    []string{"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"},
-	}
+	s.opts = env.ManagerOptions(env.Cluster.Kubeconfig, filepath.Join(runDir, "manager.log"),
+		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info")
 	s.startManager()
 	return s
 }
@@ -115,18 +77,11 @@ func (s *suite) startManager() {
 }
 
 // kubectl runs the real kubectl and returns its combined output.
-func (s *suite) kubectl(args ...string) (string, error) {
-	stdout, stderr, err := s.cluster.Kubectl(context.Background(), args...)
-	return stdout + stderr, err
-}
+func (s *suite) kubectl(args ...string) (string, error) { return s.env.Kubectl(args...) }
 
 func (s *suite) mustKubectl(args ...string) string {
 	s.t.Helper()
-	out, err := s.kubectl(args...)
-	if err != nil {
-		s.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return s.env.MustKubectl(s.t, args...)
 }
 
 func (s *suite) sample(parts ...string) string {
@@ -167,14 +122,6 @@ func mustItems(list client.ObjectList) []client.Object {
 		}
 	}
 	return out
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -368,32 +315,19 @@ func (s *suite) noLeaks(t *testing.T) {
 	s.secrets.mu.Lock()
 	scanner := leakscan.New(s.secrets.values)
 	s.secrets.mu.Unlock()
-	var leaks []leakscan.Leak
-	logData, err := os.ReadFile(s.opts.LogFile)
+	logs, err := e2eharness.FileSources(s.opts.LogFile)
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("reading the manager log %s: %v", s.opts.LogFile, err)
+	}
+	events, err := e2eharness.EventSources(context.Background(), s.client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaks = append(leaks, scanner.Scan(filepath.Base(s.opts.LogFile), logData)...)
-	events := 0
-	for _, list := range []client.ObjectList{&corev1.EventList{}, &eventsv1.EventList{}} {
-		if err := s.client.List(context.Background(), list); err != nil {
-			t.Fatal(err)
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, item := range items {
-			data, _ := json.Marshal(item)
-			obj := item.(client.Object)
-			leaks = append(leaks, scanner.Scan(fmt.Sprintf("%T %s/%s", item, obj.GetNamespace(), obj.GetName()), data)...)
-		}
-		events += len(items)
-	}
+	leaks := e2eharness.Scan(scanner, append(logs, events...))
 	for _, l := range leaks {
 		t.Errorf("%s found %s in %s", l.Secret, l.Encoding, l.Source)
 	}
-	t.Logf("scanned the manager log (%d KiB) and %d Events for %d passwords and URIs: %d leak(s)", len(logData)>>10, events, scanner.Len(), len(leaks))
+	t.Logf("scanned the manager log (%d KiB) and %d Events for %d passwords and URIs: %d leak(s)", e2eharness.Size(logs)>>10, len(events), scanner.Len(), len(leaks))
 }
 
 // passwordLog records the first password seen for each Secret of a
@@ -415,7 +349,7 @@ func (p *passwordLog) snapshot() map[string]string {
 // recordPasswords watches the Secrets of a namespace until the test ends.
 func (s *suite) recordPasswords(t *testing.T, namespace string) *passwordLog {
 	t.Helper()
-	wc, err := client.NewWithWatch(s.cluster.Config, client.Options{})
+	wc, err := client.NewWithWatch(s.env.Cluster.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,13 +43,13 @@ func TestAPIServerRestart(t *testing.T) {
 		done <- err
 	}()
 	stopped := time.Now()
-	if err := h.cluster.StopAPIServer(); err != nil {
+	if err := h.Cluster.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	stopTook := time.Since(stopped)
 	time.Sleep(downtime)
 	restarted := time.Now()
-	if err := h.cluster.StartAPIServer(ctx); err != nil {
+	if err := h.Cluster.StartAPIServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()

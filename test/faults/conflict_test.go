@@ -73,7 +73,7 @@ var edits = []edit{
 	}},
 	{"change the target port of the client Service", false, func(ctx context.Context, h *harness, ns, db string, n int) error {
 		svc := &corev1.Service{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
 			return err
 		}
 		for i, p := range svc.Spec.Ports {
@@ -86,7 +86,7 @@ var edits = []edit{
 	}},
 	{"change the port number of the client Service", false, func(ctx context.Context, h *harness, ns, db string, n int) error {
 		svc := &corev1.Service{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
 			return err
 		}
 		for i, p := range svc.Spec.Ports {
@@ -106,7 +106,7 @@ func (h *harness) mergePatch(ctx context.Context, obj client.Object, ns, name, p
 func (h *harness) patch(ctx context.Context, obj client.Object, ns, name string, pt types.PatchType, patch string) error {
 	obj.SetNamespace(ns)
 	obj.SetName(name)
-	return h.client.Patch(ctx, obj, client.RawPatch(pt, []byte(patch)), client.FieldOwner(otherWriter))
+	return h.Client.Patch(ctx, obj, client.RawPatch(pt, []byte(patch)), client.FieldOwner(otherWriter))
 }
 
 // TestConflictingWriters lets another client edit the children of three
@@ -199,7 +199,7 @@ func TestConflictingWriters(t *testing.T) {
 	// The other writer's own fields are kept.
 	for db := range ownDone["label the StatefulSet"] {
 		sts := &appsv1.StatefulSet{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, sts); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, sts); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := sts.Labels[otherLabel]; !ok {
@@ -208,7 +208,7 @@ func TestConflictingWriters(t *testing.T) {
 	}
 	for db := range ownDone["annotate the client Service"] {
 		svc := &corev1.Service{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := svc.Annotations[otherAnnotation]; !ok {
@@ -217,7 +217,7 @@ func TestConflictingWriters(t *testing.T) {
 	}
 	for db := range ownDone["add a port to the client Service"] {
 		svc := &corev1.Service{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: db}, svc); err != nil {
 			t.Fatal(err)
 		}
 		if !hasPort(svc, otherPortName, otherPort) {

@@ -3,7 +3,6 @@ package faults
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,8 +27,10 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
@@ -44,7 +44,7 @@ var managerArgs = []string{"--metrics-secure=false", "--zap-log-level=debug"}
 // stops it when the test ends. name names its log file.
 func (h *harness) startManager(t *testing.T, name string, extra ...string) *localrun.Manager {
 	t.Helper()
-	return h.startManagerOn(t, name, h.webhookPort, extra...)
+	return h.startManagerOn(t, name, h.WebhookPort, extra...)
 }
 
 // startManagerOn starts a manager whose webhook server listens on
@@ -53,17 +53,16 @@ func (h *harness) startManagerOn(t *testing.T, name string, webhookPort int, ext
 	t.Helper()
 	h.mu.Lock()
 	h.started++
-	logFile := filepath.Join(h.dir, "logs", fmt.Sprintf("%03d-%s.log", h.started, name))
+	logFile := filepath.Join(h.Dir, "logs", fmt.Sprintf("%03d-%s.log", h.started, name))
 	h.logFiles = append(h.logFiles, logFile)
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m, err := localrun.StartManager(ctx, localrun.ManagerOptions{
-		Binary: h.binary, Kubeconfig: h.kubeconfig, CertDir: h.certDir, WebhookPort: webhookPort,
-		LogFile: logFile, Args: append(append([]string{}, managerArgs...), extra...),
-	})
+	opts := h.ManagerOptions(h.kubeconfig, logFile, append(append([]string{}, managerArgs...), extra...)...)
+	opts.WebhookPort = webhookPort
+	m, err := localrun.StartManager(ctx, opts)
 	if err != nil {
-		t.Fatalf("starting manager %s: %v\n%s", name, err, tail(logFile, 40))
+		t.Fatalf("starting manager %s: %v\n%s", name, err, process.TailFile(logFile, 40))
 	}
 	h.mu.Lock()
 	h.running = append(h.running, m)
@@ -77,7 +76,7 @@ func (h *harness) startManagerOn(t *testing.T, name string, webhookPort int, ext
 			}
 		}
 		if t.Failed() {
-			t.Logf("manager log %s (last 60 lines):\n%s", filepath.Base(logFile), tail(logFile, 60))
+			t.Logf("manager log %s (last 60 lines):\n%s", filepath.Base(logFile), process.TailFile(logFile, 60))
 		}
 	})
 	return m
@@ -109,18 +108,18 @@ func (h *harness) dumpOnFailure(t *testing.T, namespace string) {
 			return
 		}
 		ctx := context.Background()
-		out, _, _ := h.cluster.Kubectl(ctx, "get", "db,sts,svc,secrets,pvc,pods", "-n", namespace, "-o", "wide")
+		out, _, _ := h.Cluster.Kubectl(ctx, "get", "db,sts,svc,secrets,pvc,pods", "-n", namespace, "-o", "wide")
 		t.Logf("state of namespace %s:\n%s", namespace, out)
-		out, _, _ = h.cluster.Kubectl(ctx, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
-		t.Logf("events of namespace %s (last 40 lines):\n%s", namespace, lastLines(out, 40))
-		t.Logf("component logs:\n%s", h.cluster.Logs())
+		out, _, _ = h.Cluster.Kubectl(ctx, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
+		t.Logf("events of namespace %s (last 40 lines):\n%s", namespace, e2eharness.LastLines(out, 40))
+		t.Logf("component logs:\n%s", h.Cluster.Logs())
 	})
 }
 
 // createNamespace creates a namespace for one test.
 func (h *harness) createNamespace(t *testing.T, name string) {
 	t.Helper()
-	if err := h.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	if err := h.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
 	h.dumpOnFailure(t, name)
@@ -132,7 +131,7 @@ func (h *harness) createNamespace(t *testing.T, name string) {
 func (h *harness) deleteNamespace(t *testing.T, name string) {
 	t.Helper()
 	h.keepEvents(t, name)
-	if err := h.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
+	if err := h.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
 		t.Errorf("deleting namespace %s: %v", name, err)
 	}
 }
@@ -141,29 +140,14 @@ func (h *harness) deleteNamespace(t *testing.T, name string) {
 // password scan: deleting the namespace deletes them.
 func (h *harness) keepEvents(t *testing.T, namespace string) {
 	t.Helper()
-	for _, list := range []client.ObjectList{&corev1.EventList{}, &eventsv1.EventList{}} {
-		if err := h.client.List(context.Background(), list, client.InNamespace(namespace)); err != nil {
-			t.Errorf("keeping the Events of %s: %v", namespace, err)
-			return
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.mu.Lock()
-		for _, item := range items {
-			data, _ := json.Marshal(item)
-			obj := item.(client.Object)
-			h.events = append(h.events, keptEvent{fmt.Sprintf("%T %s/%s", item, obj.GetNamespace(), obj.GetName()), data})
-		}
-		h.mu.Unlock()
+	events, err := e2eharness.EventSources(context.Background(), h.Client, client.InNamespace(namespace))
+	if err != nil {
+		t.Errorf("keeping the Events of %s: %v", namespace, err)
+		return
 	}
-}
-
-// keptEvent is an Event of a deleted namespace, as JSON.
-type keptEvent struct {
-	source string
-	data   []byte
+	h.mu.Lock()
+	h.events = append(h.events, events...)
+	h.mu.Unlock()
 }
 
 // newDatabase returns a minimal Database; the webhook defaults the rest.
@@ -208,7 +192,7 @@ func retry(ctx context.Context, f func(context.Context) error) (int, error) {
 // earlier attempt succeeded.
 func (h *harness) createDatabase(ctx context.Context, db *dbv1.Database) (int, error) {
 	return retry(ctx, func(ctx context.Context) error {
-		err := h.client.Create(ctx, db.DeepCopy())
+		err := h.Client.Create(ctx, db.DeepCopy())
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -221,7 +205,7 @@ func (h *harness) createDatabase(ctx context.Context, db *dbv1.Database) (int, e
 func (h *harness) patchDatabase(ctx context.Context, namespace, name, patch string) (int, error) {
 	return retry(ctx, func(ctx context.Context) error {
 		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-		return h.client.Patch(ctx, db, client.RawPatch(types.MergePatchType, []byte(patch)))
+		return h.Client.Patch(ctx, db, client.RawPatch(types.MergePatchType, []byte(patch)))
 	})
 }
 
@@ -229,7 +213,7 @@ func (h *harness) patchDatabase(ctx context.Context, namespace, name, patch stri
 func (h *harness) deleteDatabase(ctx context.Context, namespace, name string) (int, error) {
 	return retry(ctx, func(ctx context.Context) error {
 		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-		return client.IgnoreNotFound(h.client.Delete(ctx, db))
+		return client.IgnoreNotFound(h.Client.Delete(ctx, db))
 	})
 }
 
@@ -259,7 +243,7 @@ func (h *harness) waitReady(t *testing.T, namespace string, timeout time.Duratio
 	var last []string
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list := &dbv1.DatabaseList{}
-		if err := h.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		if err := h.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			last = []string{err.Error()}
 			return false, nil
 		}
@@ -313,11 +297,11 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 	statefulSets := &appsv1.StatefulSetList{}
 	claims := &corev1.PersistentVolumeClaimList{}
 	for _, list := range []client.ObjectList{secrets, services, statefulSets, claims} {
-		if err := h.client.List(ctx, list, inNS...); err != nil {
+		if err := h.Client.List(ctx, list, inNS...); err != nil {
 			return []string{err.Error()}
 		}
 	}
-	if err := h.client.List(ctx, dbs, client.InNamespace(ns)); err != nil {
+	if err := h.Client.List(ctx, dbs, client.InNamespace(ns)); err != nil {
 		return []string{err.Error()}
 	}
 	live := map[string]*dbv1.Database{}
@@ -622,55 +606,36 @@ func (h *harness) scanForPasswords(w io.Writer) error {
 		}
 	}
 	scanner := leakscan.New(values)
-	var leaks []leakscan.Leak
-	var logBytes int64
 	h.mu.Lock()
 	files := append([]string{}, h.logFiles...)
 	h.mu.Unlock()
-	components, _ := filepath.Glob(filepath.Join(h.cluster.RunDir, "*.log"))
-	for _, f := range append(files, components...) {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return err
-		}
-		logBytes += int64(len(data))
-		leaks = append(leaks, scanner.Scan(filepath.Base(f), data)...)
+	components, _ := filepath.Glob(filepath.Join(h.Cluster.RunDir, "*.log"))
+	logs, err := e2eharness.FileSources(append(files, components...)...)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The Events of the namespaces the tests deleted, and those left.
-	h.mu.Lock()
-	kept := append([]keptEvent{}, h.events...)
-	h.mu.Unlock()
-	seen := map[string]bool{}
-	for _, list := range []client.ObjectList{&corev1.EventList{}, &eventsv1.EventList{}} {
-		if err := h.client.List(ctx, list); err != nil {
-			return err
-		}
-		items, err := meta.ExtractList(list)
-		if err != nil {
-			return err
-		}
-		for _, item := range items {
-			data, _ := json.Marshal(item)
-			obj := item.(client.Object)
-			kept = append(kept, keptEvent{fmt.Sprintf("%T %s/%s", item, obj.GetNamespace(), obj.GetName()), data})
-		}
+	left, err := e2eharness.EventSources(ctx, h.Client)
+	if err != nil {
+		return err
 	}
-	events := 0
+	h.mu.Lock()
+	kept := append(append([]e2eharness.Source{}, h.events...), left...)
+	h.mu.Unlock()
+	var events []e2eharness.Source
+	seen := map[string]bool{}
 	for _, e := range kept {
-		if seen[e.source] {
+		if seen[e.Name] {
 			continue // kept before its namespace went, and still listed
 		}
-		seen[e.source] = true
-		events++
-		leaks = append(leaks, scanner.Scan(e.source, e.data)...)
+		seen[e.Name] = true
+		events = append(events, e)
 	}
+	leaks := e2eharness.Scan(scanner, append(logs, events...))
 	fmt.Fprintf(w, "password scan: %d passwords and URIs of %d credentials Secrets, in %d manager logs and %d component logs (%.1f MiB) and %d Events (core/v1 and events.k8s.io/v1): %d leak(s)\n",
-		scanner.Len(), len(secretsSeen), len(files), len(components), float64(logBytes)/(1<<20), events, len(leaks))
+		scanner.Len(), len(secretsSeen), len(files), len(components), float64(e2eharness.Size(logs))/(1<<20), len(events), len(leaks))
 	if len(leaks) > 0 {
 		for _, l := range leaks {
 			fmt.Fprintf(w, "LEAK: %s found %s in %s\n", l.Secret, l.Encoding, l.Source)
@@ -723,20 +688,4 @@ func (h *harness) checkForbidden(w io.Writer) error {
 		return fmt.Errorf("%d request(s) of the manager were forbidden by its RBAC", len(found))
 	}
 	return nil
-}
-
-func tail(file string, n int) string {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	return lastLines(string(data), n)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

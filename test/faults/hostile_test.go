@@ -39,7 +39,7 @@ type webhookClient struct {
 func (h *harness) webhookClient(t *testing.T) *webhookClient {
 	t.Helper()
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := h.client.Get(context.Background(), client.ObjectKey{Name: localrun.MutatingWebhookName}, cfg); err != nil {
+	if err := h.Client.Get(context.Background(), client.ObjectKey{Name: localrun.MutatingWebhookName}, cfg); err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
@@ -51,7 +51,7 @@ func (h *harness) webhookClient(t *testing.T) *webhookClient {
 			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 			MaxIdleConnsPerHost: 256,
 		}},
-		base: fmt.Sprintf("https://127.0.0.1:%d", h.webhookPort),
+		base: fmt.Sprintf("https://127.0.0.1:%d", h.WebhookPort),
 	}
 }
 
@@ -279,7 +279,7 @@ func TestHostileAdmission(t *testing.T) {
 				continue
 			}
 			db := &dbv1.Database{}
-			if err := h.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db); err != nil || db.Spec.Engine != dbv1.EnginePostgres {
+			if err := h.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db); err != nil || db.Spec.Engine != dbv1.EnginePostgres {
 				t.Errorf("%s: not defaulted: %v %+v", name, err, db.Spec)
 			}
 			if _, ok := db.Spec.Parameters["a"]; ok {
@@ -385,7 +385,7 @@ func shortMessage(s string) string {
 // restClient returns a REST client for raw requests to the API server.
 func (h *harness) restClient(t *testing.T) *rest.RESTClient {
 	t.Helper()
-	cfg := rest.CopyConfig(h.cluster.Config)
+	cfg := rest.CopyConfig(h.Cluster.Config)
 	cfg.GroupVersion = &schema.GroupVersion{Group: dbv1.GroupVersion.Group, Version: dbv1.GroupVersion.Version}
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()

@@ -134,7 +134,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	}
 	lease := &coordinationv1.Lease{}
 	leaseKey := client.ObjectKey{Namespace: leaseNamespace, Name: leaseName}
-	if err := h.client.Get(ctx, leaseKey, lease); err != nil {
+	if err := h.Client.Get(ctx, leaseKey, lease); err != nil {
 		t.Fatal(err)
 	}
 	holderA := *lease.Spec.HolderIdentity
@@ -146,14 +146,14 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	}
 	killed := time.Now()
 	victim := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[0]}}
-	if err := h.client.Delete(ctx, victim); err != nil {
+	if err := h.Client.Delete(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	var takeover, leads, restored time.Duration
 	deadline := killed.Add(timing.failoverBound() + 30*time.Second)
 	for time.Now().Before(deadline) && (takeover == 0 || leads == 0 || restored == 0) {
 		if takeover == 0 {
-			if err := h.client.Get(ctx, leaseKey, lease); err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != holderA {
+			if err := h.Client.Get(ctx, leaseKey, lease); err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != holderA {
 				takeover = time.Since(killed)
 			}
 		}
@@ -163,7 +163,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 			}
 		}
 		if restored == 0 {
-			if err := h.client.Get(ctx, client.ObjectKeyFromObject(victim), &corev1.Service{}); err == nil {
+			if err := h.Client.Get(ctx, client.ObjectKeyFromObject(victim), &corev1.Service{}); err == nil {
 				restored = time.Since(killed)
 			}
 		}
@@ -172,7 +172,7 @@ func leaderFailover(t *testing.T, h *harness, timing leaderTiming) {
 	if takeover == 0 || leads == 0 || restored == 0 {
 		t.Fatalf("no failover within %s of the kill: Lease taken after %s, B leading after %s, Service restored after %s", time.Since(killed).Round(time.Second), takeover, leads, restored)
 	}
-	if err := h.client.Get(ctx, leaseKey, lease); err != nil {
+	if err := h.Client.Get(ctx, leaseKey, lease); err != nil {
 		t.Fatal(err)
 	}
 	if got := ptr.Deref(lease.Spec.LeaseTransitions, 0); got != transitions+1 {

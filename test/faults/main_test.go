@@ -17,21 +17,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
-	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // longEnv is the environment variable that turns on the soaks: with
@@ -74,7 +69,7 @@ func TestMain(m *testing.M) {
 			}
 		}
 		if code != 0 {
-			fmt.Fprintf(os.Stdout, "component logs:\n%s", shared.cluster.Logs())
+			fmt.Fprintf(os.Stdout, "component logs:\n%s", shared.Cluster.Logs())
 		}
 		if err := shared.stop(); err != nil {
 			fmt.Fprintf(os.Stdout, "FAIL: stopping the cluster: %v\n", err)
@@ -88,7 +83,7 @@ func TestMain(m *testing.M) {
 // first use. It skips the test in -short mode or without the binaries.
 func env(t *testing.T) *harness {
 	t.Helper()
-	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+	e2eharness.RequireBinaries(t)
 	sharedOnce.Do(func() {
 		shared, sharedErr = start()
 	})
@@ -102,17 +97,9 @@ func env(t *testing.T) *harness {
 // installed, the manager binary built, and recorders of every password and
 // claim that appears.
 type harness struct {
-	cluster   *devcluster.Cluster
-	root      string
-	dir       string // the run directory: binary, certificates, manager logs
-	binary    string
-	certDir   string
-	client    client.Client // admin
+	*e2eharness.Env
 	clientset kubernetes.Interface
 	rec       *recorder
-	// webhookPort is where the installed webhook configurations send
-	// admission requests.
-	webhookPort int
 	// kubeconfig is the manager's: the ServiceAccount bound to config/rbac.
 	kubeconfig string
 
@@ -124,49 +111,26 @@ type harness struct {
 	// after it was ready again.
 	apiOutages [][2]time.Time
 	// events are the Events of the namespaces the tests deleted.
-	events []keptEvent
+	events []e2eharness.Source
 }
 
 func start() (_ *harness, err error) {
-	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	h := &harness{root: testenv.ProjectRoot()}
-	if h.dir, err = os.MkdirTemp("", "dbkeeper-faults-"); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = h.stop()
-		}
-	}()
-	h.binary = filepath.Join(h.dir, "dbkeeper")
-	h.certDir = filepath.Join(h.dir, "certs")
-
-	// Build the manager while the cluster starts.
-	built := make(chan error, 1)
-	go func() { built <- localrun.Build(ctx, h.root, h.binary) }()
-	h.cluster, err = devcluster.Start(ctx, devcluster.Options{BinDir: testenv.BinDir(), RunDir: filepath.Join(h.dir, "cluster"), Nodes: 1})
-	if buildErr := <-built; buildErr != nil {
-		return nil, errors.Join(buildErr, err)
-	}
+	dir, err := os.MkdirTemp("", "dbkeeper-faults-")
 	if err != nil {
 		return nil, err
 	}
-
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = dbv1.AddToScheme(scheme)
-	if h.client, err = client.New(h.cluster.Config, client.Options{Scheme: scheme}); err != nil {
+	h := &harness{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.stop(), removeRunDir(dir))
+		}
+	}()
+	if h.Env, err = e2eharness.Start(ctx, dir, devcluster.Options{Nodes: 1}); err != nil {
 		return nil, err
 	}
-	if h.clientset, err = kubernetes.NewForConfig(h.cluster.Config); err != nil {
-		return nil, err
-	}
-	if h.webhookPort, err = localrun.FreePort(); err != nil {
-		return nil, err
-	}
-	if err := h.install(ctx); err != nil {
+	if h.clientset, err = kubernetes.NewForConfig(h.Cluster.Config); err != nil {
 		return nil, err
 	}
 	if err := h.createManagerIdentity(ctx); err != nil {
@@ -178,24 +142,23 @@ func start() (_ *harness, err error) {
 	return h, nil
 }
 
-// install installs the CRD and the webhook configurations, pointing at
-// h.webhookPort, with a new serving certificate in h.certDir.
-func (h *harness) install(ctx context.Context) error {
-	return localrun.Install(ctx, h.cluster.Config, h.root, h.certDir, h.webhookPort)
-}
-
+// stop stops the recorder and the cluster and removes the run directory.
 func (h *harness) stop() error {
-	var errs []error
 	if h.rec != nil {
 		h.rec.stop()
 	}
-	if h.cluster != nil {
-		errs = append(errs, h.cluster.Stop())
+	if h.Env == nil {
+		return nil
 	}
-	if os.Getenv("DBKEEPER_FAULTS_KEEP") == "" {
-		errs = append(errs, os.RemoveAll(h.dir))
+	return errors.Join(h.Stop(), removeRunDir(h.Dir))
+}
+
+// removeRunDir removes the run directory unless DBKEEPER_FAULTS_KEEP is set.
+func removeRunDir(dir string) error {
+	if os.Getenv("DBKEEPER_FAULTS_KEEP") != "" {
+		return nil
 	}
-	return errors.Join(errs...)
+	return os.RemoveAll(dir)
 }
 
 // createManagerIdentity creates the manager's ServiceAccount, binds it to
@@ -204,11 +167,11 @@ func (h *harness) stop() error {
 // writes a kubeconfig with a token of it to h.kubeconfig.
 func (h *harness) createManagerIdentity(ctx context.Context) error {
 	clusterRole := &rbacv1.ClusterRole{}
-	if err := readManifest(filepath.Join(h.root, "config", "rbac", "role.yaml"), clusterRole); err != nil {
+	if err := readManifest(filepath.Join(h.Root, "config", "rbac", "role.yaml"), clusterRole); err != nil {
 		return err
 	}
 	leaderRole := &rbacv1.Role{}
-	if err := readManifest(filepath.Join(h.root, "config", "rbac", "leader_election_role.yaml"), leaderRole); err != nil {
+	if err := readManifest(filepath.Join(h.Root, "config", "rbac", "leader_election_role.yaml"), leaderRole); err != nil {
 		return err
 	}
 	leaderRole.Namespace = leaseNamespace
@@ -230,7 +193,7 @@ func (h *harness) createManagerIdentity(ctx context.Context) error {
 		},
 	}
 	for _, obj := range objects {
-		if err := h.client.Create(ctx, obj); err != nil {
+		if err := h.Client.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
@@ -240,11 +203,11 @@ func (h *harness) createManagerIdentity(ctx context.Context) error {
 		return err
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: h.cluster.Config.Host, CertificateAuthorityData: h.cluster.Config.CAData}
+	cfg.Clusters["devcluster"] = &clientcmdapi.Cluster{Server: h.Cluster.Config.Host, CertificateAuthorityData: h.Cluster.Config.CAData}
 	cfg.AuthInfos[managerServiceAccount] = &clientcmdapi.AuthInfo{Token: token.Status.Token}
 	cfg.Contexts["manager"] = &clientcmdapi.Context{Cluster: "devcluster", AuthInfo: managerServiceAccount}
 	cfg.CurrentContext = "manager"
-	h.kubeconfig = filepath.Join(h.dir, "manager.kubeconfig")
+	h.kubeconfig = filepath.Join(h.Dir, "manager.kubeconfig")
 	return clientcmd.WriteToFile(*cfg, h.kubeconfig)
 }
 

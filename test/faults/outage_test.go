@@ -43,7 +43,7 @@ func TestWebhookOutage(t *testing.T) {
 		return file
 	}
 	kubectl := func(args ...string) (string, error) {
-		stdout, stderr, err := h.cluster.Kubectl(ctx, args...)
+		stdout, stderr, err := h.Cluster.Kubectl(ctx, args...)
 		return stdout + stderr, err
 	}
 
@@ -68,14 +68,14 @@ func TestWebhookOutage(t *testing.T) {
 				t.Errorf("the error does not say %q", want)
 			}
 		}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "down"}, &dbv1.Database{}); !apierrors.IsNotFound(err) {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "down"}, &dbv1.Database{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the Database was stored (get: %v)", err)
 		}
 	})
 
 	t.Run("with the manager stopped, an existing Database can be neither changed nor deleted", func(t *testing.T) {
 		before := &dbv1.Database{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, before); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, before); err != nil {
 			t.Fatal(err)
 		}
 		if out, err := kubectl("patch", "-n", ns, "db", "kept", "--type=merge", "-p", `{"spec":{"replicas":2}}`); err == nil {
@@ -85,7 +85,7 @@ func TestWebhookOutage(t *testing.T) {
 			t.Errorf("a delete was not refused by the unreachable validating webhook: %v\n%s", err, out)
 		}
 		after := &dbv1.Database{}
-		if err := h.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, after); err != nil {
+		if err := h.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, after); err != nil {
 			t.Fatal(err)
 		}
 		if after.Generation != before.Generation || !after.DeletionTimestamp.IsZero() {
@@ -94,14 +94,14 @@ func TestWebhookOutage(t *testing.T) {
 	})
 
 	t.Run("with the webhooks bypassed, an invalid Database is stored but marked Stalled and creates nothing", func(t *testing.T) {
-		if err := localrun.Uninstall(ctx, h.cluster.Config); err != nil {
+		if err := localrun.Uninstall(ctx, h.Cluster.Config); err != nil {
 			t.Fatal(err)
 		}
 		reinstalled := false
 		reinstall := func() {
 			if !reinstalled {
 				reinstalled = true
-				if err := h.install(ctx); err != nil {
+				if err := h.Install(ctx); err != nil {
 					t.Fatalf("reinstalling the webhooks: %v", err)
 				}
 			}
@@ -124,7 +124,7 @@ func TestWebhookOutage(t *testing.T) {
 		key := client.ObjectKey{Namespace: ns, Name: "bypassed"}
 		db := &dbv1.Database{}
 		testenv.Eventually(t, 60*time.Second, "the invalid Database to be Stalled", func() string {
-			if err := h.client.Get(ctx, key, db); err != nil {
+			if err := h.Client.Get(ctx, key, db); err != nil {
 				return err.Error()
 			}
 			c := meta.FindStatusCondition(db.Status.Conditions, dbv1.ConditionStalled)
@@ -169,7 +169,7 @@ func TestWebhookOutage(t *testing.T) {
 		}
 		t.Logf("the invalid Database was reconciled %d time(s), each a terminal error, none retried", after)
 		events := &eventsv1.EventList{}
-		if err := h.client.List(ctx, events, client.InNamespace(ns)); err != nil {
+		if err := h.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range events.Items {
@@ -186,7 +186,7 @@ func TestWebhookOutage(t *testing.T) {
 		// The manager of the previous step serves the old certificate:
 		// reinstall with a new one and restart it.
 		h.stopManagers(t)
-		if err := h.install(ctx); err != nil {
+		if err := h.Install(ctx); err != nil {
 			t.Fatal(err)
 		}
 		h.startManager(t, "outage-fixed")
@@ -223,7 +223,7 @@ func (h *harness) childrenOf(t *testing.T, namespace, name string) int {
 	n := 0
 	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{desired.LabelInstance: name}}
 	for _, list := range []client.ObjectList{&corev1.SecretList{}, &corev1.ServiceList{}, &appsv1.StatefulSetList{}} {
-		if err := h.client.List(context.Background(), list, opts...); err != nil {
+		if err := h.Client.List(context.Background(), list, opts...); err != nil {
 			t.Fatal(err)
 		}
 		items, err := meta.ExtractList(list)

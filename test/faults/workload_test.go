@@ -221,7 +221,7 @@ func (w *workload) counts() (creates, updates, deletes int) {
 func (w *workload) checkSpecs(t *testing.T, h *harness) {
 	t.Helper()
 	list := &dbv1.DatabaseList{}
-	if err := h.client.List(context.Background(), list); err != nil {
+	if err := h.Client.List(context.Background(), list); err != nil {
 		t.Fatal(err)
 	}
 	byName := map[string]*dbv1.Database{}

@@ -22,6 +22,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
 
@@ -29,24 +30,11 @@ import (
 // dollar and a space check that no entrypoint quoting loses it.
 const password = `p'a"ss \w$rd 1`
 
-// imagesDir is where `make engine-images` writes the images.
-func imagesDir() string {
-	if d := os.Getenv("ENGINE_IMAGES_DIR"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "dbkeeper", "images")
-}
-
 // engineImages reads images.txt: image name to archive, for the engine
 // images (not pause).
 func engineImages(t *testing.T) map[string]string {
 	t.Helper()
-	list := filepath.Join(imagesDir(), "images.txt")
+	list := filepath.Join(devcluster.DefaultImagesDir(), "images.txt")
 	f, err := os.Open(list)
 	if errors.Is(err, os.ErrNotExist) {
 		t.Skipf("no engine images: %s is missing; build them with `make engine-images`", list)

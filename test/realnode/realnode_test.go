@@ -342,8 +342,8 @@ func (s *suite) checkProbesRan(name string) {
 	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
 		s.t.Fatal(err)
 	}
-	if pod.Spec.NodeName != s.cluster.RealNode {
-		s.t.Errorf("pod %s runs on %q, want the real node %s", name, pod.Spec.NodeName, s.cluster.RealNode)
+	if pod.Spec.NodeName != s.env.Cluster.RealNode {
+		s.t.Errorf("pod %s runs on %q, want the real node %s", name, pod.Spec.NodeName, s.env.Cluster.RealNode)
 	}
 	c := pod.Spec.Containers[0]
 	if c.StartupProbe == nil || c.ReadinessProbe == nil || c.LivenessProbe == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -14,23 +13,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // suite is a devcluster with a real node and no fake ones, dbkeeper
 // installed with its webhooks and its manager running.
 type suite struct {
 	t       *testing.T
-	cluster *devcluster.Cluster
+	env     *e2eharness.Env
 	client  client.Client
 	manager *localrun.Manager
 	logFile string
@@ -42,8 +36,7 @@ type suite struct {
 // built; make test builds the node's binaries and .ci/run the images.
 func setup(t *testing.T) *suite {
 	t.Helper()
-	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+	e2eharness.RequireBinaries(t)
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed, so this machine cannot run containers: `apt-get install -y runc containernetworking-plugins iptables conntrack` (.ci/run does)")
 	}
@@ -62,58 +55,27 @@ func setup(t *testing.T) *suite {
 	}
 
 	ctx := context.Background()
-	root := testenv.ProjectRoot()
 	runDir := t.TempDir()
-	binary := filepath.Join(runDir, "dbkeeper")
-	if err := localrun.Build(ctx, root, binary); err != nil {
-		t.Fatal(err)
-	}
 	began := time.Now()
-	cluster, err := devcluster.Start(ctx, devcluster.Options{
-		BinDir: testenv.BinDir(), RunDir: filepath.Join(runDir, "cluster"),
-		RealNode: true, Log: os.Stderr,
-	})
+	env, err := e2eharness.Start(ctx, runDir, devcluster.Options{RealNode: true, Log: os.Stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("devcluster with a real node up in %.1fs", time.Since(began).Seconds())
-	s := &suite{t: t, cluster: cluster, images: images, logFile: filepath.Join(runDir, "manager.log")}
+	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
+	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log")}
 	t.Cleanup(func() {
 		if s.manager != nil {
 			_ = s.manager.Stop()
 		}
 		if t.Failed() {
-			state, _ := s.kubectl("get", "db,sts,pods,pvc,pv,events", "-A", "-o", "wide")
-			t.Logf("cluster state:\n%s", state)
-			t.Logf("component logs:\n%s", cluster.Logs())
-			if data, err := os.ReadFile(s.logFile); err == nil {
-				t.Logf("manager log (last 100 lines):\n%s", lastLines(string(data), 100))
-			}
+			env.LogState(t, "db,sts,pods,pvc,pv,events", s.logFile, 100)
 		}
-		if err := cluster.Stop(); err != nil {
+		if err := env.Stop(); err != nil {
 			t.Errorf("stopping devcluster: %v", err)
 		}
 	})
-
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = dbv1.AddToScheme(scheme)
-	if s.client, err = client.New(cluster.Config, client.Options{Scheme: scheme}); err != nil {
-		t.Fatal(err)
-	}
-	webhookPort, err := localrun.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	certDir := filepath.Join(runDir, "certs")
-	if err := localrun.Install(ctx, cluster.Config, root, certDir, webhookPort); err != nil {
-		t.Fatal(err)
-	}
-	s.manager, err = localrun.StartManager(ctx, localrun.ManagerOptions{
-		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir, WebhookPort: webhookPort,
-		LogFile: s.logFile,
-		Args:    []string{"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"},
-	})
+	s.manager, err = localrun.StartManager(ctx, env.ManagerOptions(env.Cluster.Kubeconfig, s.logFile,
+		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,18 +113,11 @@ func versionLess(a, b string) bool {
 }
 
 // kubectl runs the real kubectl and returns its combined output.
-func (s *suite) kubectl(args ...string) (string, error) {
-	stdout, stderr, err := s.cluster.Kubectl(context.Background(), args...)
-	return stdout + stderr, err
-}
+func (s *suite) kubectl(args ...string) (string, error) { return s.env.Kubectl(args...) }
 
 func (s *suite) mustKubectl(args ...string) string {
 	s.t.Helper()
-	out, err := s.kubectl(args...)
-	if err != nil {
-		s.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return s.env.MustKubectl(s.t, args...)
 }
 
 // apply applies a manifest given as text.
@@ -196,12 +151,4 @@ func (s *suite) waitReady(name string, timeout time.Duration) time.Duration {
 	t := time.Now()
 	s.mustKubectl("wait", "-n", ns, "--for=condition=Ready", "database/"+name, fmt.Sprintf("--timeout=%ds", int(timeout.Seconds())))
 	return time.Since(t)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
