@@ -1,19 +1,25 @@
 package localrun
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,29 +115,10 @@ func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhoo
 
 // readPolicy reads the ValidatingAdmissionPolicy and its binding from file.
 func readPolicy(file string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the admission policy: %w", err)
-	}
-	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
-	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	for _, doc := range bytes.Split(data, []byte("\n---")) {
-		switch {
-		case bytes.Contains(doc, []byte("kind: ValidatingAdmissionPolicyBinding")):
-			binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-			err = yaml.UnmarshalStrict(doc, binding)
-		case bytes.Contains(doc, []byte("kind: ValidatingAdmissionPolicy")):
-			policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			err = yaml.UnmarshalStrict(doc, policy)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading %s: %w", file, err)
-		}
-	}
-	if policy == nil || binding == nil {
-		return nil, nil, fmt.Errorf("%s lacks a ValidatingAdmissionPolicy or its binding", file)
-	}
-	return policy, binding, nil
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	err := readDocuments(file, map[string]any{"ValidatingAdmissionPolicy": policy, "ValidatingAdmissionPolicyBinding": binding})
+	return policy, binding, err
 }
 
 // Uninstall deletes the webhook configurations Install created, so that the
@@ -168,30 +155,52 @@ func readYAML(file string, into any) error {
 	return nil
 }
 
+// readWebhooks reads the webhook configurations `make manifests` writes.
 func readWebhooks(file string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	data, err := os.ReadFile(file)
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	err := readDocuments(file, map[string]any{"MutatingWebhookConfiguration": mutating, "ValidatingWebhookConfiguration": validating})
+	return mutating, validating, err
+}
+
+// readDocuments decodes, strictly, each YAML document of file whose kind is
+// a key of into into that key's object, and fails when file lacks one of
+// the kinds.
+func readDocuments(file string, into map[string]any) error {
+	f, err := os.Open(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the webhook manifests (run `make manifests`): %w", err)
+		return err
 	}
-	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
-	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
-	for _, doc := range bytes.Split(data, []byte("\n---")) {
-		switch {
-		case bytes.Contains(doc, []byte("kind: MutatingWebhookConfiguration")):
-			mutating = &admissionregistrationv1.MutatingWebhookConfiguration{}
-			err = yaml.UnmarshalStrict(doc, mutating)
-		case bytes.Contains(doc, []byte("kind: ValidatingWebhookConfiguration")):
-			validating = &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			err = yaml.UnmarshalStrict(doc, validating)
+	defer func() { _ = f.Close() }()
+	found := make(map[string]bool, len(into))
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("reading %s: %w", file, err)
+			return fmt.Errorf("reading %s: %w", file, err)
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return fmt.Errorf("reading %s: %w", file, err)
+		}
+		obj, ok := into[meta.Kind]
+		if !ok {
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			return fmt.Errorf("reading the %s of %s: %w", meta.Kind, file, err)
+		}
+		found[meta.Kind] = true
+	}
+	for _, kind := range slices.Sorted(maps.Keys(into)) {
+		if !found[kind] {
+			return fmt.Errorf("%s lacks a %s", file, kind)
 		}
 	}
-	if mutating == nil || validating == nil {
-		return nil, nil, fmt.Errorf("%s lacks a mutating or validating webhook configuration", file)
-	}
-	return mutating, validating, nil
+	return nil
 }
 
 // createOrReplace creates obj, or replaces the existing object of its name.

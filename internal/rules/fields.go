@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,7 +130,7 @@ func validateStorage(spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
 // request exceeds its limit, and that no dynamic resource claim is named
 // (the pod dbkeeper builds declares none).
 func validateResources(res *corev1.ResourceRequirements, errs *field.ErrorList) {
-	for _, name := range sortedKeys(res.Requests) {
+	for _, name := range slices.Sorted(maps.Keys(res.Requests)) {
 		request := res.Requests[name]
 		path := resourcesPath.Child("requests").Key(string(name))
 		switch limit, hasLimit := res.Limits[name]; {
@@ -142,7 +143,7 @@ func validateResources(res *corev1.ResourceRequirements, errs *field.ErrorList) 
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, quantityString(limit))))
 		}
 	}
-	for _, name := range sortedKeys(res.Limits) {
+	for _, name := range slices.Sorted(maps.Keys(res.Limits)) {
 		path := resourcesPath.Child("limits").Key(string(name))
 		switch limit := res.Limits[name]; {
 		case !quantityInRange(limit):
@@ -154,20 +155,6 @@ func validateResources(res *corev1.ResourceRequirements, errs *field.ErrorList) 
 	if len(res.Claims) > 0 {
 		*errs = append(*errs, field.Forbidden(resourcesPath.Child("claims"), "dynamic resource claims are not supported"))
 	}
-}
-
-// sortedKeys returns the resource names of list in order, so that errors
-// come in a fixed order.
-func sortedKeys(list corev1.ResourceList) []corev1.ResourceName {
-	if len(list) == 0 {
-		return nil
-	}
-	keys := make([]corev1.ResourceName, 0, len(list))
-	for k := range list {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // validatePort checks that spec.port is set for a known engine and is an

@@ -52,12 +52,3 @@ func effectiveVersion(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec) strin
 	}
 	return spec.Version
 }
-
-// ptrValue returns what p points to, or the zero value when p is nil.
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}

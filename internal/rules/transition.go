@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
@@ -41,7 +42,7 @@ func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorLi
 	if oldSpec.Username != newSpec.Username && !failed(usernamePath) {
 		add = append(add, field.Forbidden(usernamePath, fmt.Sprintf("field is immutable (was %q)", oldSpec.Username)))
 	}
-	if oldClass := ptrValue(oldSpec.Storage.StorageClassName); oldClass != "" && ptrValue(newSpec.Storage.StorageClassName) != oldClass {
+	if oldClass := ptr.Deref(oldSpec.Storage.StorageClassName, ""); oldClass != "" && ptr.Deref(newSpec.Storage.StorageClassName, "") != oldClass {
 		add = append(add, field.Forbidden(storageClassPath, fmt.Sprintf("field is immutable once set (was %q)", oldClass)))
 	}
 	if oldSize, newSize := oldSpec.Storage.Size, newSpec.Storage.Size; oldSize != nil && newSize != nil && !failed(sizePath) && compareQuantities(*newSize, *oldSize) < 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 )
@@ -39,7 +41,7 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 // has no standby to fail over to whatever the spec says, and a warning
 // would ask for what cannot be given.
 func warnSingleReplica(engine *catalog.EngineInfo, oldDB *dbv1.Database, spec *dbv1.DatabaseSpec) string {
-	if engine == nil || engine.MaxReplicas <= 1 || ptrValue(spec.Replicas) != 1 || (oldDB != nil && ptrValue(oldDB.Spec.Replicas) == 1) {
+	if engine == nil || engine.MaxReplicas <= 1 || ptr.Deref(spec.Replicas, 0) != 1 || (oldDB != nil && ptr.Deref(oldDB.Spec.Replicas, 0) == 1) {
 		return ""
 	}
 	return "spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails"
@@ -76,7 +78,7 @@ func appendRestartWarning(warnings []string, oldDB, newDB *dbv1.Database) []stri
 		return warnings
 	}
 	// Pods beyond the smaller count are created or removed, not restarted.
-	pods := min(ptrValue(oldDB.Spec.Replicas), ptrValue(newDB.Spec.Replicas))
+	pods := min(ptr.Deref(oldDB.Spec.Replicas, 0), ptr.Deref(newDB.Spec.Replicas, 0))
 	changing := "changing " + joinFields(fields)
 	switch {
 	case pods < 1:
@@ -105,7 +107,7 @@ func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
 	if !maps.Equal(oldSpec.Parameters, newSpec.Parameters) {
 		fields = append(fields, parametersPath.String())
 	}
-	if ptrValue(oldSpec.Port) != ptrValue(newSpec.Port) {
+	if ptr.Deref(oldSpec.Port, 0) != ptr.Deref(newSpec.Port, 0) {
 		fields = append(fields, portPath.String())
 	}
 	return fields

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -359,7 +361,7 @@ func (r *report) markdown() string {
 		names[k] = true
 	}
 	var totalDb, totalFloor float64
-	for _, k := range sortedKeys(names) {
+	for _, k := range slices.Sorted(maps.Keys(names)) {
 		d, okD := c.Dbkeeper.CPUSeconds[k]
 		f, okF := c.Floor.CPUSeconds[k]
 		totalDb += d
@@ -430,11 +432,11 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "| without | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n", w.Without.P50, w.Without.P95, w.Without.P99, w.Without.Mean, w.Without.Max)
 	fmt.Fprintf(&b, "| **overhead** | **%+.2f ms** | **%+.2f ms** | **%+.2f ms** | **%+.2f ms** | |\n", w.Overhead.P50, w.Overhead.P95, w.Overhead.P99, w.Overhead.Mean)
 	b.WriteString("\n| histogram (this phase) | series | calls | mean | p50 | p99 | buckets |\n|---|---|---|---|---|---|---|\n")
-	for _, k := range sortedKeys(w.Manager) {
+	for _, k := range slices.Sorted(maps.Keys(w.Manager)) {
 		h := w.Manager[k]
 		fmt.Fprintf(&b, "| manager `controller_runtime_webhook_latency_seconds` | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s |\n", k, h.Count, h.Mean, h.P50, h.P99, bucketKind(h.Native))
 	}
-	for _, k := range sortedKeys(w.APIServer) {
+	for _, k := range slices.Sorted(maps.Keys(w.APIServer)) {
 		h := w.APIServer[k]
 		fmt.Fprintf(&b, "| API server `apiserver_admission_webhook_admission_duration_seconds` | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s |\n", k, h.Count, h.Mean, h.P50, h.P99, bucketKind(h.Native))
 	}
@@ -509,7 +511,7 @@ func readsDelta(db, floor []requestCount) string {
 		}
 	}
 	var parts []string
-	for _, k := range sortedKeys(d) {
+	for _, k := range slices.Sorted(maps.Keys(d)) {
 		if diff := d[k] - f[k]; math.Abs(diff) >= 0.05 {
 			parts = append(parts, fmt.Sprintf("%s %+.2f", k, diff))
 		}
@@ -546,7 +548,7 @@ func methods(m map[string]float64) string {
 		return "none"
 	}
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
@@ -554,7 +556,7 @@ func methods(m map[string]float64) string {
 
 func kinds(m map[string]float64, n float64) string {
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]/n))
 	}
 	if len(parts) == 0 {
@@ -572,15 +574,6 @@ func totals(rc []requestCount) string {
 		parts = append(parts, fmt.Sprintf("%s %s %.0f", x.Verb, x.Resource, x.Total))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // round3 and round6 round for the report; NaN and infinities (no
