@@ -18,11 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
@@ -55,21 +55,13 @@ func Install(ctx context.Context, cfg *rest.Config, root, certDir string, webhoo
 		return err
 	}
 
-	crdFiles, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(crdFiles) == 0 {
-		return fmt.Errorf("no CRD in %s: run `make manifests`", filepath.Join(root, "config", "crd", "bases"))
-	}
-	for _, file := range crdFiles {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := readYAML(file, crd); err != nil {
-			return err
-		}
-		if err := createOrReplace(ctx, c, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
-			return err
-		}
-		if err := waitEstablished(ctx, c, crd.Name); err != nil {
-			return err
-		}
+	// envtest's installer creates or updates each CRD and waits until the
+	// API server serves its resources.
+	crdDir := filepath.Join(root, "config", "crd", "bases")
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+		Scheme: scheme, Paths: []string{crdDir}, ErrorIfPathMissing: true, MaxTime: time.Minute,
+	}); err != nil {
+		return fmt.Errorf("installing the CRDs of %s (run `make manifests`): %w", crdDir, err)
 	}
 
 	ca, err := devcluster.WriteLocalServingCertificate(certDir, "dbkeeper-webhook")
@@ -144,17 +136,6 @@ func Uninstall(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
-func readYAML(file string, into any) error {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	if err := yaml.UnmarshalStrict(data, into); err != nil {
-		return fmt.Errorf("reading %s: %w", file, err)
-	}
-	return nil
-}
-
 // readWebhooks reads the webhook configurations `make manifests` writes.
 func readWebhooks(file string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
@@ -221,19 +202,4 @@ func createOrReplace(ctx context.Context, c client.Client, obj, existing client.
 		return fmt.Errorf("updating %s %s: %w", kind, obj.GetName(), err)
 	}
 	return nil
-}
-
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return false, nil
-		}
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 }
