@@ -138,7 +138,7 @@ func validateResources(res *corev1.ResourceRequirements, errs *field.ErrorList) 
 			*errs = append(*errs, field.Invalid(path, quantityValue(request), outOfRangeDetail))
 		case request.Sign() < 0:
 			*errs = append(*errs, field.Invalid(path, quantityValue(request), "must be greater than or equal to 0"))
-		case hasLimit && quantityInRange(limit) && limit.Sign() >= 0 && request.Cmp(limit) > 0:
+		case hasLimit && quantityInRange(limit) && limit.Sign() >= 0 && compareQuantities(request, limit) > 0:
 			*errs = append(*errs, field.Invalid(path, quantityValue(request),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, quantityString(limit))))
 		}

@@ -101,6 +101,10 @@ func TestCompareQuantitiesNeverDoesExactArithmeticOutOfRange(t *testing.T) {
 		{"9e999999999", "64Ti", 1, false},
 		{"-9e999999999", "0", -1, false},
 		{"9e999999999", "8e999999999", 0, false}, // both +Inf: equal, as far as validation cares
+		{"1Gi", "0e999999999", 1, true},          // a zero with a huge exponent is out of range, compared by sign, never rescaled
+		{"0e999999999", "1Gi", -1, false},
+		{"0e-999999999", "0", 0, false},
+		{"0e18", "1", -1, true},
 	}
 	for _, tt := range tests {
 		if got := compareQuantities(q(tt.a), q(tt.b)); got != tt.want {

@@ -16,11 +16,19 @@ import (
 // practically forever. Validation therefore never does exact arithmetic on a
 // quantity outside the documented range, and refuses such quantities.
 
-// quantityInRange reports whether q is zero or its magnitude lies between
+// maxZeroExponent is the largest decimal exponent, either way, of a zero
+// quantity in range.
+const maxZeroExponent = 18
+
+// quantityInRange reports whether q is zero with an exponent within
+// ±maxZeroExponent, or its magnitude lies between
 // 1n and 2^63-1, the range within which exact comparisons are cheap.
 func quantityInRange(q resource.Quantity) bool {
 	if q.Sign() == 0 {
-		return true
+		// A zero may carry any exponent ("0e999999999"), and Cmp rescales
+		// the other side to it. q is a copy: AsDec caches in it alone.
+		exponent := -int64(q.AsDec().Scale())
+		return exponent >= -maxZeroExponent && exponent <= maxZeroExponent
 	}
 	f := math.Abs(q.AsApproximateFloat64())
 	return f >= 1e-9*(1-1e-6) && f <= math.MaxInt64
@@ -29,6 +37,11 @@ func quantityInRange(q resource.Quantity) bool {
 // compareQuantities is resource.Quantity.Cmp, made safe for quantities out
 // of range: those compare by their approximate values (±Inf when huge).
 func compareQuantities(a, b resource.Quantity) int {
+	if a.Sign() == 0 || b.Sign() == 0 {
+		// A zero may carry any exponent ("0e999999999"), which Cmp would
+		// rescale the other side to at great cost; the signs say all.
+		return cmp.Compare(a.Sign(), b.Sign())
+	}
 	if quantityInRange(a) && quantityInRange(b) {
 		return a.Cmp(b)
 	}
