@@ -2,27 +2,10 @@ package catalog
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
-
-// generatedCRD reads the CRD `make manifests` writes from the markers.
-func generatedCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "dbkeeper.io_databases.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-		t.Fatalf("decoding the generated CRD: %v", err)
-	}
-	return crd
-}
 
 // TestCRDReplicasLimit checks that the CRD refuses the replicas the catalog
 // refuses, so that a cluster without the webhooks never runs two writable
@@ -30,7 +13,7 @@ func generatedCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 // MaxReplicas is 1 and the schema's rule on spec.replicas is "self <= 1".
 // When an engine gains replication, the rule moves to the spec to name it.
 func TestCRDReplicasLimit(t *testing.T) {
-	replicas := generatedCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["replicas"]
+	replicas := testenv.GeneratedCRD(t).Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["replicas"]
 	for _, e := range entries {
 		if e.MaxReplicas != 1 {
 			t.Errorf("%s runs up to %d replicas, but the CRD's rule on spec.replicas allows only 1: change the rule with the catalog", e.Name, e.MaxReplicas)

@@ -1,31 +1,22 @@
 package rules_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in
 // the CRD `make manifests` generates, keyed by their fieldPath.
 func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "dbkeeper.io_databases.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-		t.Fatalf("decoding the generated CRD: %v", err)
-	}
+	crd := testenv.GeneratedCRD(t)
 	specRules := map[string][]apiextensionsv1.ValidationRule{}
 	for _, r := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations {
 		specRules[r.FieldPath] = append(specRules[r.FieldPath], r)

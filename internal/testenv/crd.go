@@ -2,16 +2,34 @@ package testenv
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 // DatabaseCRD is the name of dbkeeper's Database CRD.
 const DatabaseCRD = "databases.dbkeeper.io"
+
+// GeneratedCRD reads the Database CRD `make manifests` writes from the
+// markers, as committed in config/crd/bases.
+func GeneratedCRD(t testing.TB) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(ProjectRoot(), "config", "crd", "bases", "dbkeeper.io_databases.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatalf("decoding the generated CRD: %v", err)
+	}
+	return crd
+}
 
 // UpdateCRD changes the CRD named name with change, then waits until ready
 // returns nil: the API server serves a changed schema a moment after the
