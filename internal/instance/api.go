@@ -1,0 +1,212 @@
+// Package instance is the contract between the operator and the instance
+// agent, cmd/dbkeeper-instance: the small process that runs as PID 1 of a
+// PostgreSQL container, starts the server as its child, and does what the
+// engine's image alone cannot (docs/replication.md §3): clone a standby,
+// start read-only, promote, demote, rewind, fence, and report replication
+// progress.
+//
+// The operator tells each agent what its server should be with a
+// declarative Spec (PUT /spec) and reads what it is with Status (GET
+// /status). The agent converges on the last Spec it received and persists
+// what it must remember across restarts on the data volume. It never calls
+// the API server.
+package instance
+
+import "time"
+
+// The agent's HTTP interface.
+const (
+	// Port is the agent's TCP port, named PortName in the pod.
+	Port = 8008
+	// PortName is the name of the agent's container port.
+	PortName = "agent"
+
+	// PathStatus answers GET with Status as JSON.
+	PathStatus = "/status"
+	// PathSpec takes PUT with a Spec as JSON and answers with the Status
+	// after the spec was accepted (not necessarily converged).
+	PathSpec = "/spec"
+	// PathReady answers GET with 200 when the server is ready for its role
+	// (a primary that accepts writes, a standby that streams from the
+	// upstream it was given), 503 otherwise. It is the kubelet's readiness
+	// probe and needs no token.
+	PathReady = "/readyz"
+)
+
+// Environment variables the StatefulSet gives the agent, besides the
+// image's own (PGDATA, POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB).
+const (
+	// EnvPodName is the pod's name, <database>-<ordinal> (downward API).
+	EnvPodName = "DBKEEPER_POD_NAME"
+	// EnvToken is the bearer token every call but PathReady must carry,
+	// from the credentials Secret's SecretKeyAgentToken.
+	EnvToken = "DBKEEPER_AGENT_TOKEN"
+	// EnvReplicationUser and EnvReplicationPassword are the replication
+	// role the primary's agent creates and the standbys connect as.
+	EnvReplicationUser     = "DBKEEPER_REPLICATION_USER"
+	EnvReplicationPassword = "DBKEEPER_REPLICATION_PASSWORD"
+	// EnvEntrypoint is the image's entrypoint, run to initialize an empty
+	// data directory and to start the server, so the image's own contract
+	// (POSTGRES_USER, POSTGRES_DB, init scripts) holds.
+	EnvEntrypoint = "DBKEEPER_ENTRYPOINT"
+	// EnvStateFile is the file on the data volume, outside PGDATA, where
+	// the agent keeps what it must remember across restarts.
+	EnvStateFile = "DBKEEPER_STATE_FILE"
+	// EnvPort is the server's TCP port.
+	EnvPort = "DBKEEPER_PG_PORT"
+)
+
+// The agent's command line, as the StatefulSet runs it.
+const (
+	// InstallDir is where the init container copies the agent's binary: an
+	// emptyDir the database container runs it from.
+	InstallDir = "/dbkeeper/bin"
+	// Binary is the agent's path inside the database container.
+	Binary = InstallDir + "/dbkeeper-instance"
+	// CommandInstall is the init container's subcommand: copy the running
+	// binary into the directory given as its argument.
+	CommandInstall = "install"
+	// CommandRun is the database container's subcommand; the arguments after
+	// "--" are the server's flags (-c key=value ...).
+	CommandRun = "run"
+)
+
+// Role is what the operator wants a server to be.
+type Role string
+
+const (
+	// RolePrimary accepts writes. A server is only ever made writable by a
+	// Spec with this role (or, for a Database that never had a standby, by
+	// the agent restarting the primary it was).
+	RolePrimary Role = "primary"
+	// RoleReplica is a hot standby streaming from Spec.Upstream through
+	// Spec.Slot, or, with no Upstream, a standby detached from every
+	// primary. An empty data directory is cloned from Upstream.
+	RoleReplica Role = "replica"
+	// RoleFenced stops the server and keeps it stopped; the agent will not
+	// start it as a primary again until a Spec names it primary.
+	RoleFenced Role = "fenced"
+)
+
+// Spec is what the operator wants the agent's server to be.
+type Spec struct {
+	// Role is the server's role.
+	Role Role `json:"role"`
+	// Upstream is the host name of the server a replica streams from and,
+	// when its data directory is empty, is cloned from: the primary's pod
+	// DNS name. Empty detaches the replica: its WAL receiver stops and
+	// stays off.
+	Upstream string `json:"upstream,omitempty"`
+	// Slot is the physical replication slot on Upstream this replica
+	// streams through.
+	Slot string `json:"slot,omitempty"`
+	// Slots are the replication slots a primary must have, one per
+	// standby. The agent creates the missing ones and drops the other
+	// slots whose name has SlotPrefix; slots the user made are left alone.
+	Slots []string `json:"slots,omitempty"`
+	// LeaseSeconds is, for a primary with Slots, the primary lease this
+	// request grants, counted from when the agent read it: when it runs out
+	// and not every slot's standby has replied within the last
+	// ExemptReplyWindow, the agent fences itself.
+	LeaseSeconds int32 `json:"leaseSeconds,omitempty"`
+}
+
+// SlotPrefix marks the replication slots the operator owns.
+const SlotPrefix = "dbkeeper_standby_"
+
+// ExemptReplyWindow is how recent every standby's reply must be, by the
+// agent's clock, for a primary whose lease ran out to stay writable.
+const ExemptReplyWindow = 2 * time.Second
+
+// Phase is where the agent is in converging on its Spec.
+type Phase string
+
+const (
+	// PhaseWaiting: the data directory is empty and the agent waits for a
+	// Spec that says how to fill it (ordinal 0 of a new Database
+	// initializes it by itself).
+	PhaseWaiting Phase = "Waiting"
+	// PhaseInitializing: the image's entrypoint is running initdb.
+	PhaseInitializing Phase = "Initializing"
+	// PhaseCloning: pg_basebackup from Spec.Upstream is running.
+	PhaseCloning Phase = "Cloning"
+	// PhaseRewinding: pg_rewind against Spec.Upstream is running.
+	PhaseRewinding Phase = "Rewinding"
+	// PhaseRunning: the server is up.
+	PhaseRunning Phase = "Running"
+	// PhaseStopped: the server is down and the agent is about to start it,
+	// or waits for a Spec (a former primary that was not demoted cleanly).
+	PhaseStopped Phase = "Stopped"
+	// PhaseFenced: the server is down and stays down.
+	PhaseFenced Phase = "Fenced"
+)
+
+// Status is the agent's report on its server.
+type Status struct {
+	// Phase is where the agent is.
+	Phase Phase `json:"phase"`
+	// Spec is the last Spec the agent accepted, nil when none since it
+	// started.
+	Spec *Spec `json:"spec,omitempty"`
+	// Fenced is true while the agent keeps the server down and will not
+	// make it a primary: after RoleFenced, or after the lease ran out.
+	Fenced bool `json:"fenced"`
+	// InRecovery is pg_is_in_recovery(): true on a standby. Meaningful
+	// only in PhaseRunning.
+	InRecovery bool `json:"inRecovery"`
+	// Timeline is the server's timeline (pg_control_checkpoint() while
+	// running, pg_controldata while stopped), 0 when unknown.
+	Timeline uint32 `json:"timeline,omitempty"`
+	// Upstream is the host the standby streams from, or streamed from
+	// until it was detached; "" on a primary.
+	Upstream string `json:"upstream,omitempty"`
+	// Streaming is true while the WAL receiver is streaming from Upstream.
+	Streaming bool `json:"streaming"`
+	// LastStreamedSecondsAgo is how long ago, by the agent's clock, the WAL
+	// receiver was last seen streaming from Upstream: 0 while it is; nil
+	// when never since the agent started.
+	LastStreamedSecondsAgo *float64 `json:"lastStreamedSecondsAgo,omitempty"`
+	// ReceiveLSN, ReplayLSN (standby) and CurrentLSN (primary) are
+	// PostgreSQL's text form of pg_last_wal_receive_lsn(),
+	// pg_last_wal_replay_lsn() and pg_current_wal_lsn().
+	ReceiveLSN string `json:"receiveLSN,omitempty"`
+	ReplayLSN  string `json:"replayLSN,omitempty"`
+	CurrentLSN string `json:"currentLSN,omitempty"`
+	// StoppedLSN is the location of the shutdown checkpoint written when
+	// the agent last stopped this server cleanly as a primary (a demotion):
+	// a standby that has received WAL beyond it has everything the old
+	// primary committed.
+	StoppedLSN string `json:"stoppedLSN,omitempty"`
+	// Standbys are, on a primary, its operator-owned slots and the standby
+	// streaming through each.
+	Standbys []Standby `json:"standbys,omitempty"`
+	// LeaseRemainingSeconds is, on a primary with standbys, how long its
+	// lease still runs; negative once it ran out.
+	LeaseRemainingSeconds *float64 `json:"leaseRemainingSeconds,omitempty"`
+	// Error is the last failure of converging on the Spec, "" after a
+	// success.
+	Error string `json:"error,omitempty"`
+}
+
+// Standby is one operator-owned replication slot on a primary.
+type Standby struct {
+	// Slot is the slot's name.
+	Slot string `json:"slot"`
+	// Active is true while a standby streams through it.
+	Active bool `json:"active"`
+	// Name is the streaming standby's application_name: its pod name.
+	Name string `json:"name,omitempty"`
+	// SentLSN, FlushLSN and ReplayLSN are pg_stat_replication's view of
+	// the standby.
+	SentLSN   string `json:"sentLSN,omitempty"`
+	FlushLSN  string `json:"flushLSN,omitempty"`
+	ReplayLSN string `json:"replayLSN,omitempty"`
+	// LagBytes is the primary's current LSN minus the standby's replay
+	// LSN.
+	LagBytes int64 `json:"lagBytes"`
+	// LagSeconds is pg_stat_replication.replay_lag, 0 when null.
+	LagSeconds float64 `json:"lagSeconds"`
+	// ReplySecondsAgo is how long ago, by the agent's clock, the standby's
+	// last reply arrived (reply_time), nil when none.
+	ReplySecondsAgo *float64 `json:"replySecondsAgo,omitempty"`
+}

@@ -1,0 +1,62 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// Client calls instance agents. It is safe for concurrent use.
+type Client struct {
+	// HTTP makes the requests; its Timeout bounds each call.
+	HTTP *http.Client
+}
+
+// Status asks the agent at podIP for its Status.
+func (c *Client) Status(ctx context.Context, podIP, token string) (*Status, error) {
+	return c.do(ctx, http.MethodGet, podIP, PathStatus, token, nil)
+}
+
+// Apply sends the agent at podIP its Spec and returns the Status it
+// answers with.
+func (c *Client) Apply(ctx context.Context, podIP, token string, spec Spec) (*Status, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	return c.do(ctx, http.MethodPut, podIP, PathSpec, token, body)
+}
+
+func (c *Client) do(ctx context.Context, method, podIP, path, token string, body []byte) (*Status, error) {
+	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(Port)) + path
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	}
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+	}
+	return &s, nil
+}
