@@ -23,6 +23,13 @@ const (
 	// ConditionStatefulSetReady is True when the StatefulSet matches the spec
 	// and its rollout is complete with all replicas ready.
 	ConditionStatefulSetReady = "StatefulSetReady"
+	// ConditionReplicationReady is True when a replicated Database's
+	// primary accepts writes and every standby streams from it.
+	ConditionReplicationReady = "ReplicationReady"
+	// ConditionSwitchingOver is True while the primary moves to another
+	// pod, by a switchover (reason Switchover) or a failover (reason
+	// Failover); the message says from which pod to which.
+	ConditionSwitchingOver = "SwitchingOver"
 )
 
 // Condition reasons of a Database, CamelCase as metav1.Condition requires.
@@ -56,4 +63,20 @@ const (
 	// another object controls; dbkeeper never takes it over, so a human must
 	// delete it or rename the Database. Not retried.
 	ReasonControlledByOther = "ControlledByOther"
+	// ReasonSwitchover: the primary moves to the pod spec.primary names.
+	ReasonSwitchover = "Switchover"
+	// ReasonFailover: the primary was not ready for spec.failoverTimeout and
+	// a standby is being promoted.
+	ReasonFailover = "Failover"
+	// ReasonFailoverBlocked: a failover is due but no standby may be
+	// promoted; the message names each standby and why.
+	ReasonFailoverBlocked = "FailoverBlocked"
+	// ReasonNoPrimaryChange: the primary stays where it is.
+	ReasonNoPrimaryChange = "NoPrimaryChange"
+	// ReasonStreaming: the primary accepts writes and every standby
+	// streams from it.
+	ReasonStreaming = "Streaming"
+	// ReasonStandbysNotStreaming: some standby is not streaming from the
+	// primary yet (cloning, restarting, behind) or the primary is down.
+	ReasonStandbysNotStreaming = "StandbysNotStreaming"
 )

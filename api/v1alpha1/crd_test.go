@@ -194,7 +194,7 @@ func TestCRD(t *testing.T) {
 		}
 		out := kubectl("get", "db", "-n", "default")
 		header := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		if strings.Join(header, " ") != "NAME ENGINE VERSION READY PHASE AGE" {
+		if strings.Join(header, " ") != "NAME ENGINE VERSION READY PHASE PRIMARY AGE" {
 			t.Errorf("kubectl get db header = %v\n%s", header, out)
 		}
 		if !strings.Contains(out, "orders") || !strings.Contains(out, "postgres") {

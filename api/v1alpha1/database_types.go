@@ -161,6 +161,23 @@ type DatabaseSpec struct {
 	// the Database. Set it to false before deleting.
 	// +optional
 	DeletionProtection bool `json:"deletionProtection,omitempty"`
+
+	// primary names the pod that should be the primary of a replicated
+	// Database, <name>-<ordinal> with ordinal below replicas. Setting it to
+	// another pod than status.currentPrimary is a planned switchover: writes
+	// pause, the named standby replays everything the old primary committed
+	// and is promoted, and the old primary follows it as a standby. Empty
+	// leaves the choice to dbkeeper (ordinal 0 at creation, then wherever a
+	// failover moved it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Primary string `json:"primary,omitempty"`
+
+	// failoverTimeout is how long the primary of a replicated Database may be
+	// not ready before dbkeeper promotes the most advanced standby. Between
+	// 10s and 10m; defaults to 30s.
+	// +optional
+	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 }
 
 // DatabaseStatus is the observed state of a Database.
@@ -198,12 +215,76 @@ type DatabaseStatus struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// currentPrimary is the pod that accepts writes: the client Service
+	// <name> selects it, and every other pod streams from it.
+	// +optional
+	CurrentPrimary string `json:"currentPrimary,omitempty"`
+
+	// targetPrimary is the pod being promoted during a switchover or a
+	// failover; empty otherwise.
+	// +optional
+	TargetPrimary string `json:"targetPrimary,omitempty"`
+
+	// instances report each pod of a replicated Database: its role, whether
+	// it is ready, and how far behind the primary it is.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Instances []InstanceStatus `json:"instances,omitempty"`
+
 	// conditions are Ready, Reconciling and Stalled (kstatus), and
 	// CredentialsReady, ServicesReady and StatefulSetReady for the children.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// InstanceRole is the role of one pod of a replicated Database.
+// +kubebuilder:validation:Enum=primary;replica
+type InstanceRole string
+
+const (
+	// InstanceRolePrimary accepts writes.
+	InstanceRolePrimary InstanceRole = "primary"
+	// InstanceRoleReplica is a hot standby, read-only.
+	InstanceRoleReplica InstanceRole = "replica"
+)
+
+// InstanceStatus is the observed state of one pod of a replicated Database.
+type InstanceStatus struct {
+	// name is the pod's name.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// role is the pod's role label: primary or replica.
+	// +optional
+	Role InstanceRole `json:"role,omitempty"`
+
+	// ready is true for a primary that accepts writes and for a standby
+	// that streams from the current primary.
+	Ready bool `json:"ready"`
+
+	// timeline is the server's PostgreSQL timeline; it grows by one at
+	// every promotion.
+	// +optional
+	Timeline int64 `json:"timeline,omitempty"`
+
+	// lagBytes is, for a streaming standby, how many bytes of WAL it has
+	// yet to replay, as the primary sees it.
+	// +optional
+	LagBytes *int64 `json:"lagBytes,omitempty"`
+
+	// lag is, for a streaming standby, its replay lag as the primary sees
+	// it.
+	// +optional
+	Lag *metav1.Duration `json:"lag,omitempty"`
+
+	// message says why the pod is not ready, or what it is doing (cloning,
+	// rewinding, fenced).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
 }
 
 // Database is a PostgreSQL or MySQL server run by dbkeeper as a StatefulSet
@@ -216,6 +297,7 @@ type DatabaseStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.currentPrimary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 type Database struct {
