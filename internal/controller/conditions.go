@@ -90,6 +90,16 @@ func rollout(obs observation) (ok bool, reason, message string) {
 	}
 }
 
+// summarized are the conditions Ready waits for, in order: the children's,
+// then, on a replicated Database, ReplicationReady.
+var summarized = func() []string {
+	var types []string
+	for _, c := range childConditions {
+		types = append(types, c.conditionType)
+	}
+	return append(types, dbv1.ConditionReplicationReady)
+}()
+
 // setSummaryConditions sets Ready, Reconciling and Stalled from the child
 // conditions, following kstatus: Stalled when progress needs a human,
 // Reconciling while converging, Ready when everything is done.
@@ -111,8 +121,7 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 
 	var waiting []string
 	reason := dbv1.ReasonReconciled
-	for _, child := range childConditions {
-		t := child.conditionType
+	for _, t := range summarized {
 		c := meta.FindStatusCondition(status.Conditions, t)
 		if c == nil || c.Status == metav1.ConditionTrue {
 			continue

@@ -26,6 +26,9 @@ type observation struct {
 	statefulSet statefulSetObservation
 	// pods are the Database's pods.
 	pods []corev1.Pod
+	// replication is what reconciling the roles of a postgres Database's
+	// pods found and did.
+	replication replicationObservation
 }
 
 // childObservation is what reconciling one kind of child found.

@@ -89,12 +89,28 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	if s.obs.services = r.reconcileServices(ctx, s); s.obs.services.err != nil {
 		return s.obs.services.err
 	}
+	holdPrimary(s)
 	if s.obs.statefulSet = r.reconcileStatefulSet(ctx, s); s.obs.statefulSet.err != nil {
 		return s.obs.statefulSet.err
 	}
 	var err error
-	s.obs.pods, err = r.observePods(ctx, s)
-	return err
+	if s.obs.pods, err = r.observePods(ctx, s); err != nil {
+		return err
+	}
+	s.obs.replication = r.reconcileReplication(ctx, s)
+	return nil
+}
+
+// holdPrimary keeps the StatefulSet from removing the primary, or the pod
+// being promoted, when replicas goes down: the StatefulSet keeps their
+// ordinals until a switchover moved the primary below the new count.
+func holdPrimary(s *scope) {
+	st := s.db.Status
+	hold := int32(max(ordinalOf(st.CurrentPrimary), ordinalOf(st.TargetPrimary)) + 1)
+	if s.spec.Spec.Engine == dbv1.EnginePostgres && hold > ptr.Deref(s.spec.Spec.Replicas, 1) {
+		s.spec.Spec.Replicas = ptr.To(hold)
+		s.obs.replicas = hold
+	}
 }
 
 // writeStatus computes the status from what this reconcile observed and

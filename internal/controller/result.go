@@ -27,13 +27,17 @@ import (
 //     computed: look again once the cache has it, since the write's own
 //     event is filtered out. Before the terminal cases too: a blocker
 //     found now must still be written as Stalled.
-//  4. An invalid spec: terminal, since retrying cannot help; the next spec
+//  4. A replicated Database: look again in time to renew its primary's
+//     lease, or for the next step of a change of primary, even when a
+//     child is blocked: a primary whose lease is not renewed fences
+//     itself unless every standby streams from it.
+//  5. An invalid spec: terminal, since retrying cannot help; the next spec
 //     change triggers a reconcile.
-//  5. A blocker that needs a human (a missing StorageClass, a child
+//  6. A blocker that needs a human (a missing StorageClass, a child
 //     controlled by another object, a claim that cannot grow): terminal.
-//  6. A claim to grow that is not bound yet: binding it changes nothing
+//  7. A claim to grow that is not bound yet: binding it changes nothing
 //     dbkeeper watches, so look again after a while.
-//  7. Otherwise done, until the next event.
+//  8. Otherwise done, until the next event.
 func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
@@ -43,6 +47,8 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	case s.cacheBehind:
 		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
+	case s.obs.replication.requeueAfter > 0 && s.obs.invalid == nil:
+		return ctrl.Result{RequeueAfter: s.obs.replication.requeueAfter}, nil
 	case s.obs.invalid != nil:
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
 	case s.obs.blocked() != nil:

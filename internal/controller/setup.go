@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
@@ -46,6 +48,15 @@ type DatabaseReconciler struct {
 	// Random is the source of generated passwords; nil means crypto/rand.
 	Random io.Reader
 
+	// Agents calls the instance agents of replicated Databases; nil means
+	// an instance.Client with agentTimeout.
+	Agents agentClient
+	// Now is the controller's clock; nil means time.Now.
+	Now func() time.Time
+
+	// replicas remembers, per replicated Database, the primary lease and
+	// the agents that stopped answering.
+	replicas replicaMemories
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
 	// status writes the status and remembers the writes the cache has not
@@ -97,7 +108,7 @@ func slimPod(obj any) (any, error) {
 // +kubebuilder:rbac:groups=dbkeeper.io,resources=databases/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -108,6 +119,9 @@ func slimPod(obj any) (any, error) {
 func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if r.Random == nil {
 		r.Random = rand.Reader
+	}
+	if r.Agents == nil {
+		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}}
 	}
 	// Children are named by their kind in the scheme (kindOf).
 	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}} {

@@ -16,6 +16,7 @@ import (
 func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseStatus {
 	status := *previous.DeepCopy()
 	setChildConditions(&status, obs)
+	setReplicationStatus(&status, obs)
 	setSummaryConditions(&status, obs)
 	status.Phase = phase(status.Conditions, previous.Phase)
 

@@ -50,6 +50,8 @@ const (
 	SecretKeyHost     = "host"
 	SecretKeyPort     = "port"
 	SecretKeyURI      = "uri"
+	// SecretKeyAgentToken is the bearer token of the instance agents.
+	SecretKeyAgentToken = "agent-token"
 )
 
 // SecretName returns the name of the Database's credentials Secret,

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// agentTimeout bounds one call to an instance agent: an agent that does
+// not answer within it counts as not answering.
+const agentTimeout = 3 * time.Second
+
+// agentClient calls the instance agents; *instance.Client in production.
+type agentClient interface {
+	Status(ctx context.Context, podIP, token string) (*instance.Status, error)
+	Apply(ctx context.Context, podIP, token string, spec instance.Spec) (*instance.Status, error)
+}
+
+// member is one pod of a replicated Database as one reconcile saw it: the
+// pod, and its agent's answer or why there is none.
+type member struct {
+	pod      *corev1.Pod
+	ordinal  int
+	status   *instance.Status
+	agentErr error
+}
+
+// name is the pod's name.
+func (m *member) name() string { return m.pod.Name }
+
+// answered reports whether the agent answered.
+func (m *member) answered() bool { return m.status != nil }
+
+// writable reports whether the agent says its server is a running primary.
+func (m *member) writable() bool {
+	return m.status != nil && m.status.Phase == instance.PhaseRunning && !m.status.InRecovery && !m.status.Fenced
+}
+
+// ordinalOf returns the StatefulSet ordinal in a pod name <set>-<ordinal>,
+// or -1.
+func ordinalOf(pod string) int {
+	i := strings.LastIndexByte(pod, '-')
+	if i < 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(pod[i+1:])
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// podHost is the DNS name of a pod of db under its headless Service: what
+// standbys stream from and the agents report as their upstream.
+func podHost(db *dbv1.Database, pod string) string {
+	return pod + "." + desired.HeadlessServiceName(db) + "." + db.Namespace + ".svc"
+}
+
+// podOfHost returns the pod name in a podHost, the first DNS label.
+func podOfHost(host string) string {
+	name, _, _ := strings.Cut(host, ".")
+	return name
+}
+
+// agentToken reads the token the agents require from the credentials
+// Secret in the cache.
+func (r *DatabaseReconciler) agentToken(ctx context.Context, db *dbv1.Database) (string, error) {
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: desired.SecretName(db)}, secret); err != nil {
+		return "", fmt.Errorf("reading the agent token: %w", err)
+	}
+	token := string(secret.Data[desired.SecretKeyAgentToken])
+	if token == "" {
+		return "", fmt.Errorf("the credentials Secret %s has no %s yet", secret.Name, desired.SecretKeyAgentToken)
+	}
+	return token, nil
+}
+
+// observeMembers asks the agent of every running pod for its status, all
+// at once.
+func (r *DatabaseReconciler) observeMembers(ctx context.Context, pods []corev1.Pod, token string) []*member {
+	members := make([]*member, 0, len(pods))
+	var wg sync.WaitGroup
+	for i := range pods {
+		m := &member{pod: &pods[i], ordinal: ordinalOf(pods[i].Name)}
+		members = append(members, m)
+		if m.pod.Status.PodIP == "" || m.pod.Status.Phase != corev1.PodRunning {
+			m.agentErr = fmt.Errorf("the pod is %s with no IP yet", strings.ToLower(string(m.pod.Status.Phase)))
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, agentTimeout)
+			defer cancel()
+			m.status, m.agentErr = r.Agents.Status(ctx, m.pod.Status.PodIP, token)
+		})
+	}
+	wg.Wait()
+	return members
+}
+
+// podReady returns the pod's Ready condition and when it last changed.
+func podReady(pod *corev1.Pod) (bool, time.Time) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		}
+	}
+	return false, pod.CreationTimestamp.Time
+}
+
+// cluster turns what was observed into the replication package's view:
+// Ready is the pod's Ready condition and an answering agent; a pod whose
+// agent stops answering is not ready since the first reconcile that saw it
+// silent. The primary is included even when its pod is missing.
+func (r *DatabaseReconciler) cluster(db *dbv1.Database, primary string, members []*member, mem *replicaMemory, now time.Time) replication.Cluster {
+	c := replication.Cluster{Primary: primary}
+	seen := map[string]bool{}
+	for _, m := range members {
+		ready, changed := podReady(m.pod)
+		if m.answered() {
+			delete(mem.silentSince, m.name())
+		} else {
+			if _, ok := mem.silentSince[m.name()]; !ok {
+				mem.silentSince[m.name()] = now
+			}
+			if ready {
+				ready, changed = false, mem.silentSince[m.name()]
+			}
+		}
+		in := replication.Instance{
+			Name:         m.name(),
+			Ordinal:      m.ordinal,
+			Role:         replication.Role(m.pod.Labels[replication.RoleLabel]),
+			Ready:        ready,
+			ReadyChanged: changed,
+			Terminating:  m.pod.DeletionTimestamp != nil,
+			UpToDate:     m.pod.Labels["controller-revision-hash"] != "",
+			Agent:        agentStatus(m.status, now),
+		}
+		if m.name() == primary && m.answered() && m.status.Timeline != 0 {
+			c.Timeline = m.status.Timeline
+		}
+		c.Instances = append(c.Instances, in)
+		seen[m.name()] = true
+	}
+	if primary != "" && !seen[primary] {
+		if _, ok := mem.silentSince[primary]; !ok {
+			mem.silentSince[primary] = now
+		}
+		c.Instances = append(c.Instances, replication.Instance{
+			Name: primary, Ordinal: ordinalOf(primary), Role: replication.RolePrimary,
+			ReadyChanged: mem.silentSince[primary],
+		})
+	}
+	return c
+}
+
+// agentStatus converts an agent's answer for the replication decisions;
+// times the agent reports as ages are put on the controller's clock.
+func agentStatus(s *instance.Status, now time.Time) *replication.AgentStatus {
+	if s == nil {
+		return nil
+	}
+	a := &replication.AgentStatus{
+		Fenced:     s.Fenced,
+		InRecovery: s.InRecovery || s.Phase != instance.PhaseRunning,
+		Timeline:   s.Timeline,
+		Upstream:   podOfHost(s.Upstream),
+		Streaming:  s.Streaming,
+	}
+	if s.LastStreamedSecondsAgo != nil {
+		a.LastStreamed = now.Add(-time.Duration(*s.LastStreamedSecondsAgo * float64(time.Second)))
+	}
+	// An LSN the agent could not report stays 0, which no decision
+	// mistakes for progress.
+	a.ReceiveLSN, _ = replication.ParseLSN(s.ReceiveLSN)
+	a.ReplayLSN, _ = replication.ParseLSN(s.ReplayLSN)
+	a.CurrentLSN, _ = replication.ParseLSN(s.CurrentLSN)
+	return a
+}

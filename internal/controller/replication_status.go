@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// setRole sets a pod's role label with a merge patch of that label alone:
+// the cached pod is slimmed (see CacheOptions) and must not be written
+// back whole.
+func (r *DatabaseReconciler) setRole(ctx context.Context, pod *corev1.Pod, role replication.Role) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{replication.RoleLabel: string(role)}}})
+	if err != nil {
+		return err
+	}
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	if err := r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("labelling pod %s %s: %w", pod.Name, role, err)
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[replication.RoleLabel] = string(role)
+	return nil
+}
+
+// report fills status.instances and the ReplicationReady condition from
+// what the agents answered: the primary must accept writes, and every
+// standby the spec wants must stream from it.
+func (run *replicationRun) report() {
+	out := &run.out
+	primary := run.byName[out.currentPrimary]
+	lag := map[string]instance.Standby{}
+	if primary != nil && primary.answered() {
+		for _, sb := range primary.status.Standbys {
+			lag[sb.Slot] = sb
+		}
+	}
+	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
+	var problems []string
+	members := slices.SortedFunc(slices.Values(run.members), func(a, b *member) int { return a.ordinal - b.ordinal })
+	for _, m := range members {
+		st := dbv1.InstanceStatus{Name: m.name(), Role: dbv1.InstanceRole(m.pod.Labels[replication.RoleLabel])}
+		podIsReady, _ := podReady(m.pod)
+		switch {
+		case !m.answered():
+			st.Message = "agent did not answer: " + errString(m.agentErr)
+		case m.name() == out.currentPrimary:
+			st.Ready = podIsReady && m.writable()
+			if !st.Ready {
+				st.Message = describe(m.status, "not accepting writes")
+			}
+		default:
+			st.Ready = podIsReady && m.status.Streaming && podOfHost(m.status.Upstream) == out.currentPrimary
+			if sb, ok := lag[replication.SlotName(m.ordinal)]; ok && sb.Active {
+				st.LagBytes = ptr.To(sb.LagBytes)
+				st.Lag = &metav1.Duration{Duration: time.Duration(sb.LagSeconds * float64(time.Second)).Round(time.Millisecond)}
+			}
+			if !st.Ready {
+				st.Message = describe(m.status, "not streaming from "+out.currentPrimary)
+			}
+		}
+		if m.answered() {
+			st.Timeline = int64(m.status.Timeline)
+		}
+		if !st.Ready && m.ordinal < replicas && m.pod.DeletionTimestamp == nil {
+			problems = append(problems, m.name()+": "+st.Message)
+		}
+		out.instances = append(out.instances, st)
+	}
+	if primary == nil {
+		problems = append([]string{"the primary " + out.currentPrimary + " has no pod"}, problems...)
+	}
+	if n := len(run.members); n < replicas {
+		problems = append(problems, fmt.Sprintf("%d of %d pods exist", n, replicas))
+	}
+	switch {
+	case out.currentPrimary == "":
+		// decide set the reason: waiting for the first primary.
+	case len(problems) > 0:
+		out.reason, out.message = dbv1.ReasonStandbysNotStreaming, strings.Join(problems, "; ")
+	default:
+		out.ready, out.reason = true, dbv1.ReasonStreaming
+		out.message = fmt.Sprintf("%s accepts writes and %d standbys stream from it", out.currentPrimary, replicas-1)
+	}
+	// A Database scaled down to one server, whose primary has no standby
+	// slot left, is a single server again.
+	if replicas == 1 && len(run.members) == 1 && primary != nil && primary.answered() &&
+		len(primary.status.Standbys) == 0 && out.targetPrimary == "" && out.currentPrimary == firstPod(run.db) {
+		out.replicated, out.instances = false, nil
+	}
+}
+
+// describe says what an agent is doing when its server is not ready.
+func describe(s *instance.Status, fallback string) string {
+	switch {
+	case s.Error != "":
+		return s.Error
+	case s.Fenced:
+		return "fenced"
+	case s.Phase != instance.PhaseRunning:
+		return strings.ToLower(string(s.Phase))
+	}
+	return fallback
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no answer"
+	}
+	return err.Error()
+}
+
+// setReplicationStatus writes what reconciling the roles found into the
+// status.
+func setReplicationStatus(status *dbv1.DatabaseStatus, obs observation) {
+	rep := obs.replication
+	if obs.invalid != nil || obs.childFailed() || obs.statefulSet.err != nil {
+		return // not looked at: keep what was reported
+	}
+	status.CurrentPrimary, status.TargetPrimary = rep.currentPrimary, rep.targetPrimary
+	status.Instances = rep.instances
+	if !rep.replicated {
+		meta.RemoveStatusCondition(&status.Conditions, dbv1.ConditionReplicationReady)
+	} else {
+		reason, message := rep.reason, rep.message
+		if reason == "" {
+			reason, message = dbv1.ReasonStandbysNotStreaming, "not observed yet"
+		}
+		setCondition(status, obs.generation, dbv1.ConditionReplicationReady, rep.ready, reason, message)
+	}
+	if rep.change != nil {
+		// True only while a target is being promoted: its transition time
+		// is when that began, which the switchover timeout counts from.
+		setCondition(status, obs.generation, dbv1.ConditionSwitchingOver, rep.targetPrimary != "", rep.change.reason, rep.change.message)
+	} else if rep.replicated {
+		setCondition(status, obs.generation, dbv1.ConditionSwitchingOver, false, dbv1.ReasonNoPrimaryChange, "the primary stays "+rep.currentPrimary)
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, dbv1.ConditionSwitchingOver)
+	}
+}
