@@ -1,0 +1,452 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// fakeServer is an instance agent with a PostgreSQL server reduced to what
+// the controller reads: its role, timeline, WAL positions and stream.
+type fakeServer struct {
+	answers    bool
+	spec       *instance.Spec
+	phase      instance.Phase
+	fenced     bool
+	inRecovery bool
+	timeline   uint32
+	upstream   string
+	streaming  bool
+	lsn        replication.LSN // current (primary) or received (standby)
+	stopped    replication.LSN
+	slots      []string
+	applied    []instance.Spec
+	// streamedAt is when a standby that stopped streaming last streamed.
+	streamedAt time.Time
+	// leaseUntil is when the primary lease the last spec granted runs out.
+	leaseUntil time.Time
+}
+
+// fakeAgents are the agents of a test, by pod IP.
+type fakeAgents struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	servers map[string]*fakeServer
+}
+
+func (f *fakeAgents) server(ip string) (*fakeServer, error) {
+	s := f.servers[ip]
+	if s == nil || !s.answers {
+		return nil, errors.New("connection refused")
+	}
+	return s, nil
+}
+
+func (f *fakeAgents) Status(_ context.Context, ip, token string) (*instance.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if token != "token" {
+		return nil, errors.New("401 Unauthorized")
+	}
+	s, err := f.server(ip)
+	if err != nil {
+		return nil, err
+	}
+	return s.status(f.now()), nil
+}
+
+func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) (*instance.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.server(ip)
+	if err != nil {
+		return nil, err
+	}
+	s.applied = append(s.applied, spec)
+	s.spec = &spec
+	switch spec.Role {
+	case instance.RolePrimary:
+		if s.inRecovery || s.fenced {
+			s.timeline++
+		}
+		s.phase, s.fenced, s.inRecovery, s.upstream, s.streaming = instance.PhaseRunning, false, false, "", false
+		s.slots = spec.Slots
+		s.leaseUntil = f.now().Add(time.Duration(spec.LeaseSeconds) * time.Second)
+	case instance.RoleReplica:
+		if !s.inRecovery {
+			s.stopped = s.lsn
+		}
+		if spec.Upstream == "" {
+			// Detached: it still names the primary it followed.
+			if s.streaming {
+				s.streamedAt = f.now()
+			}
+			s.inRecovery, s.streaming = true, false
+			break
+		}
+		s.inRecovery, s.upstream, s.streaming = true, spec.Upstream, true
+	case instance.RoleFenced:
+		s.phase, s.fenced = instance.PhaseFenced, true
+	}
+	return s.status(f.now()), nil
+}
+
+func (s *fakeServer) status(now time.Time) *instance.Status {
+	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
+		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming}
+	switch {
+	case s.streaming:
+		st.LastStreamedSecondsAgo = ptr.To(0.0)
+	case !s.streamedAt.IsZero():
+		st.LastStreamedSecondsAgo = ptr.To(now.Sub(s.streamedAt).Seconds())
+	}
+	if s.inRecovery {
+		st.ReceiveLSN, st.ReplayLSN = s.lsn.String(), s.lsn.String()
+	} else {
+		st.CurrentLSN = s.lsn.String()
+		for _, slot := range s.slots {
+			st.Standbys = append(st.Standbys, instance.Standby{Slot: slot, Active: true})
+		}
+	}
+	if s.stopped != 0 {
+		st.StoppedLSN = s.stopped.String()
+	}
+	return st
+}
+
+// replicationFixture is a 3-replica Database's pods in the test API server,
+// their agents, and a controller on a clock the test moves.
+type replicationFixture struct {
+	t      *testing.T
+	c      client.Client
+	r      *DatabaseReconciler
+	db     *dbv1.Database
+	agents *fakeAgents
+	now    time.Time
+	pods   []corev1.Pod
+}
+
+func newReplicationFixture(t *testing.T) *replicationFixture {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(apiServer.Config(t), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "replication-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(ns.Name)))
+	db.Spec.Replicas = ptr.To[int32](3)
+	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
+	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, now: func() time.Time { return f.now }}
+	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: desired.SecretName(db)},
+		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f.addPod(i)
+	}
+	// Ordinal 0 initialized itself and runs as primary; the others wait
+	// for a spec.
+	f.agents.servers[f.ip(0)] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, lsn: 0x3000000}
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)] = &fakeServer{answers: true, phase: instance.PhaseRunning, inRecovery: true, timeline: 1, lsn: 0x3000000}
+	}
+	return f
+}
+
+func (f *replicationFixture) ip(ordinal int) string { return "10.245.0." + strconv.Itoa(10+ordinal) }
+
+func (f *replicationFixture) addPod(ordinal int) {
+	f.t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.db.Namespace, Name: f.db.Name + "-" + strconv.Itoa(ordinal), Labels: desired.SelectorLabels(f.db)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17.6"}}},
+	}
+	if err := f.c.Create(ctx, pod); err != nil {
+		f.t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: f.ip(ordinal), Conditions: []corev1.PodCondition{{
+		Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.now.Add(-time.Hour)),
+	}}}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// setReady sets a pod's Ready condition, changed at the fixture's now.
+func (f *replicationFixture) setReady(ordinal int, ready bool) {
+	f.t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.db.Namespace, Name: f.db.Name + "-" + strconv.Itoa(ordinal)}, pod); err != nil {
+		f.t.Fatal(err)
+	}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(f.now)}}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// reconcile runs the roles' reconcile once and stores its status fields as
+// the status write would; it returns the observation.
+func (f *replicationFixture) reconcile() replicationObservation {
+	f.t.Helper()
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := f.c.List(ctx, pods, client.InNamespace(f.db.Namespace)); err != nil {
+		f.t.Fatal(err)
+	}
+	s := &scope{db: f.db, spec: f.db, obs: observation{generation: 1, spec: f.db, pods: pods.Items, replicas: 3}}
+	s.obs.replication = f.r.reconcileReplication(ctx, s)
+	status := f.db.Status.DeepCopy()
+	setReplicationStatus(status, s.obs)
+	// The clock of the conditions' transition times is the test's.
+	for i := range status.Conditions {
+		if prev := meta.FindStatusCondition(f.db.Status.Conditions, status.Conditions[i].Type); prev == nil || prev.Status != status.Conditions[i].Status {
+			status.Conditions[i].LastTransitionTime = metav1.NewTime(f.now)
+		}
+	}
+	f.db.Status = *status
+	f.checkOnePrimaryLabel()
+	return s.obs.replication
+}
+
+// roles returns each pod's role label, by ordinal.
+func (f *replicationFixture) roles() []string {
+	f.t.Helper()
+	pods := &corev1.PodList{}
+	if err := f.c.List(context.Background(), pods, client.InNamespace(f.db.Namespace)); err != nil {
+		f.t.Fatal(err)
+	}
+	out := make([]string, 3)
+	for _, p := range pods.Items {
+		out[ordinalOf(p.Name)] = p.Labels[replication.RoleLabel]
+	}
+	return out
+}
+
+func (f *replicationFixture) checkOnePrimaryLabel() {
+	f.t.Helper()
+	n := 0
+	for _, r := range f.roles() {
+		if r == string(replication.RolePrimary) {
+			n++
+		}
+	}
+	if n > 1 {
+		f.t.Fatalf("%d pods labelled primary: %v", n, f.roles())
+	}
+}
+
+// writable returns the ordinals whose fake server accepts writes: a
+// primary with standbys only until its lease runs out, when the agent
+// fences it (none of these tests keeps a standby streaming from a primary
+// whose lease ran out).
+func (f *replicationFixture) writable() []int {
+	var out []int
+	for i := range 3 {
+		s := f.agents.servers[f.ip(i)]
+		if s == nil || s.inRecovery || s.fenced || s.phase != instance.PhaseRunning {
+			continue
+		}
+		if len(s.slots) > 0 && !f.now.Before(s.leaseUntil) {
+			continue
+		}
+		out = append(out, i)
+	}
+	if len(out) > 1 {
+		f.t.Fatalf("at %v, %v are writable", f.now, out)
+	}
+	return out
+}
+
+func TestReplicationAdoptsOrdinalZeroAndStreamsTheOthers(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	obs := f.reconcile()
+	if obs.currentPrimary != "orders-0" {
+		t.Fatalf("currentPrimary = %q, want orders-0", obs.currentPrimary)
+	}
+	if got := f.roles(); fmt.Sprint(got) != "[primary replica replica]" {
+		t.Errorf("roles = %v", got)
+	}
+	primary := f.agents.servers[f.ip(0)]
+	want := instance.Spec{Role: instance.RolePrimary, Slots: []string{"dbkeeper_standby_1", "dbkeeper_standby_2"}, LeaseSeconds: 15}
+	if primary.spec == nil || !specEqual(*primary.spec, want) {
+		t.Errorf("primary spec = %+v, want %+v", primary.spec, want)
+	}
+	for i := 1; i < 3; i++ {
+		s := f.agents.servers[f.ip(i)]
+		want := instance.Spec{Role: instance.RoleReplica, Upstream: "orders-0.orders-headless." + f.db.Namespace + ".svc", Slot: replication.SlotName(i)}
+		if s.spec == nil || !specEqual(*s.spec, want) {
+			t.Errorf("orders-%d spec = %+v, want %+v", i, s.spec, want)
+		}
+		if len(s.applied) != 1 {
+			t.Errorf("orders-%d was sent %d specs over two reconciles, want 1: an unchanged spec is not sent again", i, len(s.applied))
+		}
+	}
+	if !obs.ready || len(obs.instances) != 3 {
+		t.Errorf("ReplicationReady = %v (%s), instances %+v", obs.ready, obs.message, obs.instances)
+	}
+	if len(f.writable()) != 1 {
+		t.Errorf("writable servers: %v", f.writable())
+	}
+}
+
+func TestReplicationSwitchoverPromotesOnlyAfterTheTargetReceivedEverything(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	f.db.Spec.Primary = "orders-2"
+
+	obs := f.reconcile()
+	if obs.targetPrimary != "orders-2" || obs.currentPrimary != "orders-0" {
+		t.Fatalf("after the first step: current %q target %q, want orders-0 → orders-2", obs.currentPrimary, obs.targetPrimary)
+	}
+	if f.agents.servers[f.ip(0)].inRecovery {
+		t.Fatal("the old primary was demoted before the target was recorded in the status")
+	}
+
+	// The old primary is demoted; the target has not received its
+	// shutdown checkpoint yet.
+	f.now = f.now.Add(time.Second)
+	f.agents.servers[f.ip(0)].lsn = 0x3000100
+	f.reconcile()
+	if got := f.writable(); len(got) != 0 {
+		t.Fatalf("writable during the switchover: %v, want none", got)
+	}
+	if got := f.roles(); got[0] == "primary" {
+		t.Errorf("the old primary keeps its label while demoted: %v", got)
+	}
+	f.now = f.now.Add(time.Second)
+	f.reconcile()
+	if got := f.writable(); len(got) != 0 {
+		t.Fatalf("promoted before the target received the old primary's last WAL: writable %v", got)
+	}
+
+	f.agents.servers[f.ip(2)].lsn = 0x3000200
+	f.now = f.now.Add(time.Second)
+	obs = f.reconcile()
+	if obs.currentPrimary != "orders-2" || obs.targetPrimary != "" {
+		t.Fatalf("after the target caught up: current %q target %q", obs.currentPrimary, obs.targetPrimary)
+	}
+	if got := f.writable(); fmt.Sprint(got) != "[2]" {
+		t.Errorf("writable = %v, want [2]", got)
+	}
+	obs = f.reconcile()
+	if got := f.roles(); fmt.Sprint(got) != "[replica replica primary]" {
+		t.Errorf("roles = %v", got)
+	}
+	if up := f.agents.servers[f.ip(0)].upstream; up != podHost(f.db, "orders-2") {
+		t.Errorf("the old primary streams from %q, want orders-2", up)
+	}
+	if c := meta.FindStatusCondition(f.db.Status.Conditions, dbv1.ConditionSwitchingOver); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("SwitchingOver = %+v, want False once done", c)
+	}
+}
+
+func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	renewed := f.now
+
+	// The primary's node is lost: its agent stops answering, the
+	// standbys stop streaming.
+	f.agents.servers[f.ip(0)].answers = false
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].streaming = false
+		f.agents.servers[f.ip(i)].streamedAt = f.now
+	}
+	f.agents.servers[f.ip(2)].lsn = 0x3000080
+	down := f.now
+	for f.now.Before(down.Add(10 * time.Second)) {
+		f.now = f.now.Add(time.Second)
+		if obs := f.reconcile(); obs.targetPrimary != "" {
+			t.Fatalf("failover began %v after the primary went silent, before the 30s timeout", f.now.Sub(down))
+		}
+	}
+	var promotedAt time.Time
+	for f.now.Before(down.Add(2 * time.Minute)) {
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+		if w := f.writable(); len(w) > 0 && w[0] != 0 && promotedAt.IsZero() {
+			promotedAt = f.now
+			if w[0] != 2 {
+				t.Errorf("promoted orders-%d, want orders-2, the most advanced standby", w[0])
+			}
+		}
+	}
+	if promotedAt.IsZero() {
+		t.Fatalf("no failover within two minutes: %+v", f.db.Status)
+	}
+	if earliest := renewed.Add(leaseTTL + fenceMargin); promotedAt.Before(earliest) || promotedAt.Before(down.Add(30*time.Second)) {
+		t.Errorf("promoted at %v, before the old primary's lease certainly ran out (%v) or the timeout", promotedAt, earliest)
+	}
+	if f.db.Status.CurrentPrimary != "orders-2" || f.roles()[2] != "primary" || f.roles()[0] == "primary" {
+		t.Errorf("after failover: current %q, roles %v", f.db.Status.CurrentPrimary, f.roles())
+	}
+	t.Logf("promoted %v after the primary went silent", promotedAt.Sub(down))
+	if s := f.agents.servers[f.ip(1)]; s.spec == nil || s.spec.Upstream != podHost(f.db, "orders-2") {
+		t.Errorf("orders-1 follows %+v, want the new primary", s.spec)
+	}
+
+	// The old primary's node comes back: its agent fenced the server when
+	// the lease ran out. It must rejoin as a standby, never as primary.
+	old := f.agents.servers[f.ip(0)]
+	old.answers, old.fenced, old.phase = true, true, instance.PhaseFenced
+	f.now = f.now.Add(time.Second)
+	f.reconcile()
+	if old.spec == nil || old.spec.Role != instance.RoleReplica || old.spec.Upstream != podHost(f.db, "orders-2") {
+		t.Errorf("the old primary was sent %+v, want to follow orders-2", old.spec)
+	}
+}
+
+func TestReplicationRestartsAPrimaryInPlaceWithinTheTimeout(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	// The primary's server restarted: its agent starts it read-only and
+	// waits to be told.
+	p := f.agents.servers[f.ip(0)]
+	p.inRecovery, p.spec = true, nil
+	f.setReady(0, false)
+	f.now = f.now.Add(2 * time.Second)
+	obs := f.reconcile()
+	if got := f.writable(); fmt.Sprint(got) != "[0]" || obs.targetPrimary != "" {
+		t.Errorf("writable %v, target %q: want orders-0 promoted in place, no failover", got, obs.targetPrimary)
+	}
+}
