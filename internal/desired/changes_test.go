@@ -109,14 +109,31 @@ func TestChanges(t *testing.T) {
 			want: []string{`metadata.labels["app.kubernetes.io/name"]`},
 		},
 		{
-			name:    "a changed password is reported by key, without its value",
-			desired: func(*testing.T) any { return Secret(pg(), "new-password") },
-			owned:   func(*testing.T) any { return Secret(pg(), "old-password") },
-			want:    []string{"data.password", "data.uri"},
+			name: "a changed password is reported by key, without its value",
+			desired: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "new-password", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			owned: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "old-password", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			want: []string{"data.password", "data.uri"},
+		},
+		{
+			name: "a Secret from before replication lacks only the replication password and the agent token",
+			desired: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "pw", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			owned: func(*testing.T) any {
+				old := Secret(pg(), Credentials{Password: "pw"})
+				delete(old.Data, SecretKeyReplicationPassword)
+				delete(old.Data, SecretKeyAgentToken)
+				return old
+			},
+			want: []string{"data.agent-token", "data.replication-password"},
 		},
 		{
 			name:    "nothing owned yet means every top-level field is to be written",
-			desired: func(*testing.T) any { return Secret(pg(), "pw") },
+			desired: func(*testing.T) any { return Secret(pg(), Credentials{Password: "pw"}) },
 			owned:   func(*testing.T) any { return nil },
 			want:    []string{"apiVersion", "data", "kind", "metadata", "type"},
 		},
@@ -194,7 +211,7 @@ func TestChanges(t *testing.T) {
 		},
 		{
 			name:    "something that does not encode differs as a whole",
-			desired: func(*testing.T) any { return Secret(pg(), "pw") },
+			desired: func(*testing.T) any { return Secret(pg(), Credentials{Password: "pw"}) },
 			owned:   func(*testing.T) any { return func() {} },
 			want:    []string{"."},
 		},
@@ -214,11 +231,15 @@ func TestChanges(t *testing.T) {
 
 func TestChangesNeverPrintsSecretValues(t *testing.T) {
 	const oldPassword, newPassword = "old-Sup3r/secret", "new-Sup3r/secret"
-	got := Changes(Secret(newDatabase(dbv1.EngineMySQL), newPassword), Secret(newDatabase(dbv1.EngineMySQL), oldPassword))
-	joined := strings.Join(got, " ")
-	for _, secret := range []string{oldPassword, newPassword, "Sup3r", "c2VjcmV0"} {
-		if strings.Contains(joined, secret) {
-			t.Errorf("Changes = %q contains %q", got, secret)
+	for _, engine := range engines {
+		got := Changes(
+			Secret(newDatabase(engine), Credentials{Password: newPassword, ReplicationPassword: "new-R3pl/secret", AgentToken: "new-T0ken/secret"}),
+			Secret(newDatabase(engine), Credentials{Password: oldPassword, ReplicationPassword: "old-R3pl/secret", AgentToken: "old-T0ken/secret"}))
+		joined := strings.Join(got, " ")
+		for _, secret := range []string{oldPassword, newPassword, "Sup3r", "R3pl", "T0ken", "c2VjcmV0"} {
+			if strings.Contains(joined, secret) {
+				t.Errorf("%s: Changes = %q contains %q", engine, got, secret)
+			}
 		}
 	}
 }

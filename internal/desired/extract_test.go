@@ -240,7 +240,7 @@ func TestExtractedLiveSecretNeedsNoWrite(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(string(engine)+": a password kept in the Secret is no change, another one is", func(t *testing.T) {
 			db := newDatabase(engine)
-			desired := Secret(db, "kept-password")
+			desired := Secret(db, Credentials{Password: "kept-password", ReplicationPassword: "kept-replication", AgentToken: "kept-token"})
 			live := liveSecret(t, desired)
 			owned, err := corev1ac.ExtractSecret(live, FieldManager)
 			if err != nil {

@@ -34,8 +34,8 @@ func benchDatabase(namespace string, i int) *dbv1.Database {
 // plain objects to create: the Secret, both Services and the StatefulSet,
 // built by internal/desired from the defaulted Database, without owner
 // references (there is no Database to own them).
-func floorObjects(db *dbv1.Database, password string) ([]client.Object, error) {
-	secret := desired.Secret(db, password)
+func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object, error) {
+	secret := desired.Secret(db, creds)
 	clientSvc := desired.ClientService(db)
 	headless := desired.HeadlessService(db)
 	sts := desired.StatefulSet(db)
@@ -80,11 +80,15 @@ func (b *bench) floorConvergence(ctx context.Context) error {
 	for i := range n {
 		db := benchDatabase(nsFloor, i)
 		defaulting.Default(db)
-		password, err := randomPassword()
-		if err != nil {
-			return err
+		var creds desired.Credentials
+		for _, v := range []*string{&creds.Password, &creds.ReplicationPassword, &creds.AgentToken} {
+			var err error
+			if *v, err = randomPassword(); err != nil {
+				return err
+			}
 		}
-		if objects[i], err = floorObjects(db, password); err != nil {
+		var err error
+		if objects[i], err = floorObjects(db, creds); err != nil {
 			return err
 		}
 		names[i] = desired.StatefulSetName(db)

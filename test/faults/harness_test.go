@@ -356,10 +356,18 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 		case password != want:
 			add("Secret %s: the password is not the first one generated", s.Name)
 		}
+		creds := desired.Credentials{
+			Password:            password,
+			ReplicationPassword: string(s.Data[desired.SecretKeyReplicationPassword]),
+			AgentToken:          string(s.Data[desired.SecretKeyAgentToken]),
+		}
+		if desired.HasInstanceAgent(spec(db)) && (creds.ReplicationPassword == "" || creds.AgentToken == "") {
+			add("Secret %s lacks the replication password or the agent token", s.Name)
+		}
 		have, err := corev1ac.ExtractSecret(s, desired.FieldManager)
 		if err != nil {
 			add("Secret %s: %v", s.Name, err)
-		} else if c := desired.Changes(desired.Secret(spec(db), password), have); len(c) > 0 {
+		} else if c := desired.Changes(desired.Secret(spec(db), creds), have); len(c) > 0 {
 			add("Secret %s differs from the spec in %v", s.Name, c)
 		}
 	}
