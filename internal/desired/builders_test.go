@@ -40,7 +40,7 @@ func TestBuildersDoNotPanicOnAnUndefaultedDatabase(t *testing.T) {
 		t.Run(fmt.Sprintf("engine %q", engine), func(t *testing.T) {
 			db := &dbv1.Database{}
 			db.Name, db.Namespace, db.Spec.Engine = "orders", "shop", engine
-			for _, ac := range []any{Secret(db, Credentials{Password: "pw"}), ClientService(db), HeadlessService(db), StatefulSet(db)} {
+			for _, ac := range []any{Secret(db, Credentials{Password: "pw"}), ClientService(db), HeadlessService(db), ReadOnlyService(db), StatefulSet(db)} {
 				if _, err := json.Marshal(ac); err != nil {
 					t.Errorf("encoding %T: %v", ac, err)
 				}

@@ -210,7 +210,7 @@ func TestExtractedLiveStatefulSetNeedsNoWrite(t *testing.T) {
 func TestExtractedLiveServicesNeedNoWrite(t *testing.T) {
 	for _, engine := range engines {
 		db := newDatabase(engine)
-		for _, desired := range []*corev1ac.ServiceApplyConfiguration{ClientService(db), HeadlessService(db)} {
+		for _, desired := range Services(db) {
 			t.Run(string(engine)+": the "+*desired.Name+" Service", func(t *testing.T) {
 				live := liveService(t, desired)
 				owned, err := corev1ac.ExtractService(live, FieldManager)

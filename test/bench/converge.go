@@ -31,20 +31,24 @@ func benchDatabase(namespace string, i int) *dbv1.Database {
 }
 
 // floorObjects returns the children dbkeeper would make for a Database, as
-// plain objects to create: the Secret, both Services and the StatefulSet,
+// plain objects to create: the Secret, the Services and the StatefulSet,
 // built by internal/desired from the defaulted Database, without owner
 // references (there is no Database to own them).
 func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object, error) {
 	secret := desired.Secret(db, creds)
-	clientSvc := desired.ClientService(db)
-	headless := desired.HeadlessService(db)
 	sts := desired.StatefulSet(db)
 	secret.OwnerReferences = nil
-	clientSvc.OwnerReferences = nil
-	headless.OwnerReferences = nil
 	sts.OwnerReferences = nil
-	out := []client.Object{&corev1.Secret{}, &corev1.Service{}, &corev1.Service{}, &appsv1.StatefulSet{}}
-	for i, ac := range []any{secret, clientSvc, headless, sts} {
+	acs := []any{secret}
+	out := []client.Object{&corev1.Secret{}}
+	for _, svc := range desired.Services(db) {
+		svc.OwnerReferences = nil
+		acs = append(acs, svc)
+		out = append(out, &corev1.Service{})
+	}
+	acs = append(acs, sts)
+	out = append(out, &appsv1.StatefulSet{})
+	for i, ac := range acs {
 		data, err := json.Marshal(ac)
 		if err != nil {
 			return nil, err
