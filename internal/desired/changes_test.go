@@ -34,66 +34,66 @@ func TestChanges(t *testing.T) {
 	}{
 		{
 			name:    "an unchanged StatefulSet needs no write",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
+			owned:   func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
 			want:    nil,
 		},
 		{
 			name:    "a changed replica count is reported at its path",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(fixture.WithReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }))
+				return StatefulSet(pg(fixture.WithReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }), testOptions)
 			},
 			want: []string{"spec.replicas"},
 		},
 		{
 			name:    "a changed image is reported inside the container named by the engine",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(func(db *dbv1.Database) { db.Spec.Image = "docker.io/library/postgres:17.5" }))
+				return StatefulSet(pg(func(db *dbv1.Database) { db.Spec.Image = "docker.io/library/postgres:17.5" }), testOptions)
 			},
 			want: []string{"spec.template.spec.containers[name=postgres].image"},
 		},
 		{
 			name: "a parameter added to the spec is reported as a change of the argument list",
 			desired: func(*testing.T) any {
-				return StatefulSet(pg(fixture.WithParameters(map[string]string{"work_mem": "8MB"})))
+				return StatefulSet(pg(fixture.WithParameters(map[string]string{"work_mem": "8MB"})), testOptions)
 			},
-			owned: func(*testing.T) any { return StatefulSet(pg()) },
+			owned: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			want:  []string{"spec.template.spec.containers[name=postgres].args"},
 		},
 		{
 			name: "anti-affinity removed from the desired object must be removed from the live one",
 			desired: func(*testing.T) any {
-				sts := StatefulSet(pg(fixture.WithReplicas(1)))
+				sts := StatefulSet(pg(fixture.WithReplicas(1)), testOptions)
 				sts.Spec.Template.Spec.Affinity = nil
 				return sts
 			},
-			owned: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(1))) },
+			owned: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(1)), testOptions) },
 			want:  []string{"spec.template.spec.affinity"},
 		},
 		{
 			name:    "a field missing from the live object is reported",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithStorageClass("fast"))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithStorageClass("fast")), testOptions) },
+			owned:   func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			want:    []string{"spec.volumeClaimTemplates[name=data].spec.storageClassName"},
 		},
 		{
 			name:    "resources changed by value are reported; the same quantity written differently is not",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
 				return StatefulSet(pg(fixture.WithResources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("0.1"),
 					corev1.ResourceMemory: resource.MustParse("512Mi"),
-				}})))
+				}})), testOptions)
 			},
 			want: []string{`spec.template.spec.containers[name=postgres].resources.requests.memory`},
 		},
 		{
 			name:    "an env var removed from the live object is reported by name",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
-				sts := StatefulSet(pg())
+				sts := StatefulSet(pg(), testOptions)
 				c := &sts.Spec.Template.Spec.Containers[0]
 				c.Env = slices.DeleteFunc(c.Env, func(e corev1ac.EnvVarApplyConfiguration) bool { return *e.Name == "PGDATA" })
 				return sts
@@ -245,9 +245,9 @@ func TestChangesNeverPrintsSecretValues(t *testing.T) {
 }
 
 func TestChangesIsStable(t *testing.T) {
-	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithParameters(twentyParameters()), fixture.WithReplicas(3)))
+	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithParameters(twentyParameters()), fixture.WithReplicas(3)), testOptions)
 	owned := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(2), fixture.WithStorageClass("slow"),
-		func(db *dbv1.Database) { db.Spec.Image = "mysql:8.0.43" }))
+		func(db *dbv1.Database) { db.Spec.Image = "mysql:8.0.43" }), testOptions)
 	first := Changes(desired, owned)
 	if len(first) < 4 {
 		t.Fatalf("Changes = %q, want at least replicas, args, image and storage class", first)

@@ -102,6 +102,10 @@ func liveStatefulSet(t *testing.T, desired *appsv1ac.StatefulSetApplyConfigurati
 	pod.RestartPolicy = corev1.RestartPolicyAlways
 	pod.DNSPolicy = corev1.DNSClusterFirst
 	pod.SchedulerName = corev1.DefaultSchedulerName
+	for i := range pod.InitContainers {
+		c := &pod.InitContainers[i]
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
@@ -167,7 +171,7 @@ func TestExtractedLiveStatefulSetNeedsNoWrite(t *testing.T) {
 	for name, opts := range variants {
 		for _, engine := range engines {
 			t.Run(string(engine)+": "+name, func(t *testing.T) {
-				desired := StatefulSet(newDatabase(engine, opts...))
+				desired := StatefulSet(newDatabase(engine, opts...), testOptions)
 				live := liveStatefulSet(t, desired)
 				owned, err := appsv1ac.ExtractStatefulSet(live, FieldManager)
 				if err != nil {

@@ -36,7 +36,7 @@ func benchDatabase(namespace string, i int) *dbv1.Database {
 // references (there is no Database to own them).
 func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object, error) {
 	secret := desired.Secret(db, creds)
-	sts := desired.StatefulSet(db)
+	sts := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage})
 	secret.OwnerReferences = nil
 	sts.OwnerReferences = nil
 	acs := []any{secret}

@@ -408,7 +408,7 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 			continue
 		}
 		seenStatefulSet[db.Name] = true
-		want := desired.StatefulSet(spec(db))
+		want := desired.StatefulSet(spec(db), desired.Options{InstanceImage: desired.DefaultInstanceImage})
 		// Claim templates cannot change: a larger size goes to the
 		// claims, checked below.
 		for j := range want.Spec.VolumeClaimTemplates {
