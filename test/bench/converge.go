@@ -39,9 +39,12 @@ func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object
 	sts := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage})
 	secret.OwnerReferences = nil
 	sts.OwnerReferences = nil
-	acs := []any{secret}
-	out := []client.Object{&corev1.Secret{}}
-	for _, svc := range desired.Services(db) {
+	services := desired.Services(db)
+	acs := make([]any, 0, len(services)+2)
+	out := make([]client.Object, 0, len(services)+2)
+	acs = append(acs, secret)
+	out = append(out, &corev1.Secret{})
+	for _, svc := range services {
 		svc.OwnerReferences = nil
 		acs = append(acs, svc)
 		out = append(out, &corev1.Service{})
