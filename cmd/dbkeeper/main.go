@@ -26,6 +26,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
@@ -51,6 +52,7 @@ func main() {
 		backoffBase             time.Duration
 		backoffMax              time.Duration
 		imageRegistry           string
+		instanceImage           string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -84,6 +86,9 @@ func main() {
 	flag.DurationVar(&backoffMax, "backoff-max", 5*time.Minute, "Longest retry delay after repeated failures of one Database.")
 	flag.StringVar(&imageRegistry, "image-registry", catalog.DefaultImageRegistry,
 		"Registry and path the official engine images are pulled from, e.g. a mirror.")
+	flag.StringVar(&instanceImage, "instance-image", desired.DefaultInstanceImage,
+		"Image of the instance agent (/dbkeeper-instance) that an init container installs in every postgres pod. "+
+			"Changing it restarts the postgres pods once, in their StatefulSet's rolling update.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -164,6 +169,7 @@ func main() {
 		MaxConcurrentReconciles: maxConcurrentReconciles,
 		BackoffBase:             backoffBase,
 		BackoffMax:              backoffMax,
+		InstanceImage:           instanceImage,
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
 		os.Exit(1)
@@ -203,7 +209,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry)
+	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry, "instanceImage", instanceImage)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "manager exited with an error")
 		os.Exit(1)

@@ -49,11 +49,12 @@ func TestReconciler(t *testing.T) {
 	}
 
 	var password string
-	t.Run("a Database gets its Secret, two Services and StatefulSet, owned and labelled", func(t *testing.T) {
+	t.Run("a postgres Database gets its Secret, three Services and StatefulSet, owned and labelled", func(t *testing.T) {
 		children := map[string]client.Object{
 			"orders-credentials": &corev1.Secret{},
 			"orders":             &corev1.Service{},
 			"orders-headless":    &corev1.Service{},
+			"orders-ro":          &corev1.Service{},
 		}
 		sts := &appsv1.StatefulSet{}
 		f.eventually("the StatefulSet", func() string {
@@ -103,8 +104,8 @@ func TestReconciler(t *testing.T) {
 		if len(missed) != 1 || missed[0] != want {
 			t.Errorf("reads of missing children: %q, want only %q", missed, want)
 		}
-		if writes := f.counter.get(); len(writes) != 4 {
-			t.Errorf("writes to children: %q, want one apply of each of the 4", writes)
+		if writes := f.counter.get(); len(writes) != 5 {
+			t.Errorf("writes to children: %q, want one apply of each of the 5", writes)
 		}
 		var event *eventsv1.Event
 		f.eventually("the Event of the creation", func() string {
@@ -118,7 +119,7 @@ func TestReconciler(t *testing.T) {
 			event = &events.Items[0]
 			return ""
 		})
-		for _, child := range []string{"Secret orders-credentials", "Service orders", "Service orders-headless", "StatefulSet orders"} {
+		for _, child := range []string{"Secret orders-credentials", "Service orders", "Service orders-headless", "Service orders-ro", "StatefulSet orders"} {
 			if !strings.Contains(event.Note, "created "+child) {
 				t.Errorf("the Event's note %q does not name %s", event.Note, child)
 			}

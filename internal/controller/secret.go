@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -15,8 +16,12 @@ import (
 )
 
 // reconcileSecret creates the credentials Secret once and keeps its keys
-// other than the password in line with the spec. An existing password,
-// generated or edited by a user, is never replaced.
+// other than the generated ones in line with the spec. A generated value
+// present in the live Secret (the password, and for postgres the
+// replication password and the agent token), generated or edited by a user,
+// is never replaced; one that is missing, as in a Secret made before that
+// key existed, is generated and added, and the apply leaves every other key
+// as it is.
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
 	live := &corev1.Secret{}
@@ -30,14 +35,12 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 	if err != nil {
 		return childObservation{err: err}
 	}
-	password := string(live.Data[desired.SecretKeyPassword])
-	if password == "" {
-		if password, err = generatePassword(r.Random); err != nil {
-			return childObservation{err: err}
-		}
+	creds, err := r.credentials(s, live)
+	if err != nil {
+		return childObservation{err: err}
 	}
 	c := child{
-		key: key, live: live, want: desired.Secret(s.spec, password),
+		key: key, live: live, want: desired.Secret(s.spec, creds),
 		owned: func() (any, error) { return corev1ac.ExtractSecret(live, desired.FieldManager) },
 	}
 	res := applyResult{found: found}
@@ -53,13 +56,33 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 	return childObservation{err: err, blocked: res.blocked}
 }
 
+// credentials returns the generated values of the Secret: each the live
+// Secret's when it holds one, else a new one.
+func (r *DatabaseReconciler) credentials(s *scope, live *corev1.Secret) (desired.Credentials, error) {
+	var errs []error
+	keep := func(key string) string {
+		if v := string(live.Data[key]); v != "" {
+			return v
+		}
+		v, err := generatePassword(r.Random)
+		errs = append(errs, err)
+		return v
+	}
+	creds := desired.Credentials{Password: keep(desired.SecretKeyPassword)}
+	if desired.HasInstanceAgent(s.spec) {
+		creds.ReplicationPassword = keep(desired.SecretKeyReplicationPassword)
+		creds.AgentToken = keep(desired.SecretKeyAgentToken)
+	}
+	return creds, errors.Join(errs...)
+}
+
 const (
 	passwordLength   = 32
 	passwordAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 )
 
 // generatePassword returns passwordLength characters drawn uniformly from
-// passwordAlphabet.
+// passwordAlphabet (about 190 bits): a password, or an agent token.
 func generatePassword(random io.Reader) (string, error) {
 	b := make([]byte, passwordLength)
 	limit := big.NewInt(int64(len(passwordAlphabet)))

@@ -12,11 +12,12 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
-// reconcileServices applies the client Service and the headless Service
-// that governs the StatefulSet.
+// reconcileServices applies the Database's Services (desired.Services): the
+// client Service, the headless Service that governs the StatefulSet and, for
+// postgres, the read-only Service. The observation covers them all.
 func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) childObservation {
 	var obs childObservation
-	for _, want := range []*corev1ac.ServiceApplyConfiguration{desired.ClientService(s.spec), desired.HeadlessService(s.spec)} {
+	for _, want := range desired.Services(s.spec) {
 		live := &corev1.Service{}
 		c := child{
 			key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live, want: want,

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -62,6 +63,8 @@ type DatabaseReconciler struct {
 	// status writes the status and remembers the writes the cache has not
 	// shown yet.
 	status statusWriter
+	// build are the builders' options, from Options.
+	build desired.Options
 }
 
 // Options tune the controller.
@@ -71,6 +74,9 @@ type Options struct {
 	// BackoffBase and BackoffMax bound the per-Database exponential retry
 	// delay after failed reconciles.
 	BackoffBase, BackoffMax time.Duration
+	// InstanceImage is the image of the instance agent that postgres pods
+	// install (desired.Options); "" means desired.DefaultInstanceImage.
+	InstanceImage string
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -123,6 +129,7 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	if r.Agents == nil {
 		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}}
 	}
+	r.build = desired.Options{InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage)}
 	// Children are named by their kind in the scheme (kindOf).
 	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}} {
 		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {

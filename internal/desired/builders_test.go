@@ -25,8 +25,8 @@ func twentyParameters() map[string]string {
 func TestParametersAreSortedInArgs(t *testing.T) {
 	db := newDatabase(dbv1.EnginePostgres, fixture.WithParameters(twentyParameters()))
 	args := onlyContainer(t, statefulSet(t, db)).Args
-	want := make([]string, 0, 42)
-	want = append(want, "-c", "port=5432")
+	want := make([]string, 0, 46)
+	want = append(want, "-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s")
 	for i := range 20 {
 		want = append(want, "-c", fmt.Sprintf("setting_%02d=%d", i, 19-i))
 	}
@@ -40,7 +40,7 @@ func TestBuildersDoNotPanicOnAnUndefaultedDatabase(t *testing.T) {
 		t.Run(fmt.Sprintf("engine %q", engine), func(t *testing.T) {
 			db := &dbv1.Database{}
 			db.Name, db.Namespace, db.Spec.Engine = "orders", "shop", engine
-			for _, ac := range []any{Secret(db, "pw"), ClientService(db), HeadlessService(db), StatefulSet(db)} {
+			for _, ac := range []any{Secret(db, Credentials{Password: "pw"}), ClientService(db), HeadlessService(db), ReadOnlyService(db), StatefulSet(db, testOptions)} {
 				if _, err := json.Marshal(ac); err != nil {
 					t.Errorf("encoding %T: %v", ac, err)
 				}

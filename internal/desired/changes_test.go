@@ -34,66 +34,66 @@ func TestChanges(t *testing.T) {
 	}{
 		{
 			name:    "an unchanged StatefulSet needs no write",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
+			owned:   func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
 			want:    nil,
 		},
 		{
 			name:    "a changed replica count is reported at its path",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3))) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(3)), testOptions) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(fixture.WithReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }))
+				return StatefulSet(pg(fixture.WithReplicas(3), func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](5) }), testOptions)
 			},
 			want: []string{"spec.replicas"},
 		},
 		{
 			name:    "a changed image is reported inside the container named by the engine",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
-				return StatefulSet(pg(func(db *dbv1.Database) { db.Spec.Image = "docker.io/library/postgres:17.5" }))
+				return StatefulSet(pg(func(db *dbv1.Database) { db.Spec.Image = "docker.io/library/postgres:17.5" }), testOptions)
 			},
 			want: []string{"spec.template.spec.containers[name=postgres].image"},
 		},
 		{
 			name: "a parameter added to the spec is reported as a change of the argument list",
 			desired: func(*testing.T) any {
-				return StatefulSet(pg(fixture.WithParameters(map[string]string{"work_mem": "8MB"})))
+				return StatefulSet(pg(fixture.WithParameters(map[string]string{"work_mem": "8MB"})), testOptions)
 			},
-			owned: func(*testing.T) any { return StatefulSet(pg()) },
+			owned: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			want:  []string{"spec.template.spec.containers[name=postgres].args"},
 		},
 		{
 			name: "anti-affinity removed from the desired object must be removed from the live one",
 			desired: func(*testing.T) any {
-				sts := StatefulSet(pg(fixture.WithReplicas(1)))
+				sts := StatefulSet(pg(fixture.WithReplicas(1)), testOptions)
 				sts.Spec.Template.Spec.Affinity = nil
 				return sts
 			},
-			owned: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(1))) },
+			owned: func(*testing.T) any { return StatefulSet(pg(fixture.WithReplicas(1)), testOptions) },
 			want:  []string{"spec.template.spec.affinity"},
 		},
 		{
 			name:    "a field missing from the live object is reported",
-			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithStorageClass("fast"))) },
-			owned:   func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(fixture.WithStorageClass("fast")), testOptions) },
+			owned:   func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			want:    []string{"spec.volumeClaimTemplates[name=data].spec.storageClassName"},
 		},
 		{
 			name:    "resources changed by value are reported; the same quantity written differently is not",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
 				return StatefulSet(pg(fixture.WithResources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("0.1"),
 					corev1.ResourceMemory: resource.MustParse("512Mi"),
-				}})))
+				}})), testOptions)
 			},
 			want: []string{`spec.template.spec.containers[name=postgres].resources.requests.memory`},
 		},
 		{
 			name:    "an env var removed from the live object is reported by name",
-			desired: func(*testing.T) any { return StatefulSet(pg()) },
+			desired: func(*testing.T) any { return StatefulSet(pg(), testOptions) },
 			owned: func(*testing.T) any {
-				sts := StatefulSet(pg())
+				sts := StatefulSet(pg(), testOptions)
 				c := &sts.Spec.Template.Spec.Containers[0]
 				c.Env = slices.DeleteFunc(c.Env, func(e corev1ac.EnvVarApplyConfiguration) bool { return *e.Name == "PGDATA" })
 				return sts
@@ -109,14 +109,31 @@ func TestChanges(t *testing.T) {
 			want: []string{`metadata.labels["app.kubernetes.io/name"]`},
 		},
 		{
-			name:    "a changed password is reported by key, without its value",
-			desired: func(*testing.T) any { return Secret(pg(), "new-password") },
-			owned:   func(*testing.T) any { return Secret(pg(), "old-password") },
-			want:    []string{"data.password", "data.uri"},
+			name: "a changed password is reported by key, without its value",
+			desired: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "new-password", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			owned: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "old-password", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			want: []string{"data.password", "data.uri"},
+		},
+		{
+			name: "a Secret from before replication lacks only the replication password and the agent token",
+			desired: func(*testing.T) any {
+				return Secret(pg(), Credentials{Password: "pw", ReplicationPassword: "r", AgentToken: "t"})
+			},
+			owned: func(*testing.T) any {
+				old := Secret(pg(), Credentials{Password: "pw"})
+				delete(old.Data, SecretKeyReplicationPassword)
+				delete(old.Data, SecretKeyAgentToken)
+				return old
+			},
+			want: []string{"data.agent-token", "data.replication-password"},
 		},
 		{
 			name:    "nothing owned yet means every top-level field is to be written",
-			desired: func(*testing.T) any { return Secret(pg(), "pw") },
+			desired: func(*testing.T) any { return Secret(pg(), Credentials{Password: "pw"}) },
 			owned:   func(*testing.T) any { return nil },
 			want:    []string{"apiVersion", "data", "kind", "metadata", "type"},
 		},
@@ -194,7 +211,7 @@ func TestChanges(t *testing.T) {
 		},
 		{
 			name:    "something that does not encode differs as a whole",
-			desired: func(*testing.T) any { return Secret(pg(), "pw") },
+			desired: func(*testing.T) any { return Secret(pg(), Credentials{Password: "pw"}) },
 			owned:   func(*testing.T) any { return func() {} },
 			want:    []string{"."},
 		},
@@ -214,19 +231,23 @@ func TestChanges(t *testing.T) {
 
 func TestChangesNeverPrintsSecretValues(t *testing.T) {
 	const oldPassword, newPassword = "old-Sup3r/secret", "new-Sup3r/secret"
-	got := Changes(Secret(newDatabase(dbv1.EngineMySQL), newPassword), Secret(newDatabase(dbv1.EngineMySQL), oldPassword))
-	joined := strings.Join(got, " ")
-	for _, secret := range []string{oldPassword, newPassword, "Sup3r", "c2VjcmV0"} {
-		if strings.Contains(joined, secret) {
-			t.Errorf("Changes = %q contains %q", got, secret)
+	for _, engine := range engines {
+		got := Changes(
+			Secret(newDatabase(engine), Credentials{Password: newPassword, ReplicationPassword: "new-R3pl/secret", AgentToken: "new-T0ken/secret"}),
+			Secret(newDatabase(engine), Credentials{Password: oldPassword, ReplicationPassword: "old-R3pl/secret", AgentToken: "old-T0ken/secret"}))
+		joined := strings.Join(got, " ")
+		for _, secret := range []string{oldPassword, newPassword, "Sup3r", "R3pl", "T0ken", "c2VjcmV0"} {
+			if strings.Contains(joined, secret) {
+				t.Errorf("%s: Changes = %q contains %q", engine, got, secret)
+			}
 		}
 	}
 }
 
 func TestChangesIsStable(t *testing.T) {
-	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithParameters(twentyParameters()), fixture.WithReplicas(3)))
+	desired := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithParameters(twentyParameters()), fixture.WithReplicas(3)), testOptions)
 	owned := StatefulSet(newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(2), fixture.WithStorageClass("slow"),
-		func(db *dbv1.Database) { db.Spec.Image = "mysql:8.0.43" }))
+		func(db *dbv1.Database) { db.Spec.Image = "mysql:8.0.43" }), testOptions)
 	first := Changes(desired, owned)
 	if len(first) < 4 {
 		t.Fatalf("Changes = %q, want at least replicas, args, image and storage class", first)

@@ -102,6 +102,10 @@ func liveStatefulSet(t *testing.T, desired *appsv1ac.StatefulSetApplyConfigurati
 	pod.RestartPolicy = corev1.RestartPolicyAlways
 	pod.DNSPolicy = corev1.DNSClusterFirst
 	pod.SchedulerName = corev1.DefaultSchedulerName
+	for i := range pod.InitContainers {
+		c := &pod.InitContainers[i]
+		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
+	}
 	for i := range pod.Containers {
 		c := &pod.Containers[i]
 		c.TerminationMessagePath = corev1.TerminationMessagePathDefault
@@ -167,7 +171,7 @@ func TestExtractedLiveStatefulSetNeedsNoWrite(t *testing.T) {
 	for name, opts := range variants {
 		for _, engine := range engines {
 			t.Run(string(engine)+": "+name, func(t *testing.T) {
-				desired := StatefulSet(newDatabase(engine, opts...))
+				desired := StatefulSet(newDatabase(engine, opts...), testOptions)
 				live := liveStatefulSet(t, desired)
 				owned, err := appsv1ac.ExtractStatefulSet(live, FieldManager)
 				if err != nil {
@@ -210,7 +214,7 @@ func TestExtractedLiveStatefulSetNeedsNoWrite(t *testing.T) {
 func TestExtractedLiveServicesNeedNoWrite(t *testing.T) {
 	for _, engine := range engines {
 		db := newDatabase(engine)
-		for _, desired := range []*corev1ac.ServiceApplyConfiguration{ClientService(db), HeadlessService(db)} {
+		for _, desired := range Services(db) {
 			t.Run(string(engine)+": the "+*desired.Name+" Service", func(t *testing.T) {
 				live := liveService(t, desired)
 				owned, err := corev1ac.ExtractService(live, FieldManager)
@@ -240,7 +244,7 @@ func TestExtractedLiveSecretNeedsNoWrite(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(string(engine)+": a password kept in the Secret is no change, another one is", func(t *testing.T) {
 			db := newDatabase(engine)
-			desired := Secret(db, "kept-password")
+			desired := Secret(db, Credentials{Password: "kept-password", ReplicationPassword: "kept-replication", AgentToken: "kept-token"})
 			live := liveSecret(t, desired)
 			owned, err := corev1ac.ExtractSecret(live, FieldManager)
 			if err != nil {

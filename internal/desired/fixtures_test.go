@@ -36,7 +36,7 @@ func convert[T any](t *testing.T, ac any) *T {
 // statefulSet builds the Database's StatefulSet as a typed object.
 func statefulSet(t *testing.T, db *dbv1.Database) *appsv1.StatefulSet {
 	t.Helper()
-	return convert[appsv1.StatefulSet](t, StatefulSet(db))
+	return convert[appsv1.StatefulSet](t, StatefulSet(db, testOptions))
 }
 
 // onlyContainer returns the one container of the StatefulSet's pods.
@@ -47,6 +47,9 @@ func onlyContainer(t *testing.T, sts *appsv1.StatefulSet) corev1.Container {
 	}
 	return sts.Spec.Template.Spec.Containers[0]
 }
+
+// testOptions are the operator's builder options in the tests.
+var testOptions = Options{InstanceImage: "dbkeeper.local/dbkeeper-instance:test"}
 
 // engines are the engines every builder is tested with.
 var engines = []dbv1.Engine{dbv1.EnginePostgres, dbv1.EngineMySQL}

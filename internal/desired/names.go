@@ -50,9 +50,19 @@ const (
 	SecretKeyHost     = "host"
 	SecretKeyPort     = "port"
 	SecretKeyURI      = "uri"
-	// SecretKeyAgentToken is the bearer token of the instance agents.
+
+	// SecretKeyReplicationPassword is the password of the replication
+	// role, ReplicationUser (postgres only).
+	SecretKeyReplicationPassword = "replication-password"
+	// SecretKeyAgentToken is the bearer token the operator presents to the
+	// instance agents (postgres only).
 	SecretKeyAgentToken = "agent-token"
 )
+
+// ReplicationUser is the role the standbys connect to the primary as
+// (docs/replication.md §2). Its password is the credentials Secret's
+// SecretKeyReplicationPassword.
+const ReplicationUser = "dbkeeper_replication"
 
 // SecretName returns the name of the Database's credentials Secret,
 // <name>-credentials.
@@ -61,6 +71,10 @@ func SecretName(db *dbv1.Database) string { return db.Name + "-credentials" }
 // HeadlessServiceName returns the name of the Database's headless Service,
 // <name>-headless, the governing Service of its StatefulSet.
 func HeadlessServiceName(db *dbv1.Database) string { return db.Name + "-headless" }
+
+// ReadOnlyServiceName returns the name of the Service that routes to the
+// standbys of a replicated Database, <name>-ro.
+func ReadOnlyServiceName(db *dbv1.Database) string { return db.Name + "-ro" }
 
 // ClientServiceName returns the name of the Service clients connect to: the
 // Database's own name.
@@ -155,6 +169,12 @@ func ownerReference(db *dbv1.Database) *metav1ac.OwnerReferenceApplyConfiguratio
 		WithController(true).
 		WithBlockOwnerDeletion(true)
 }
+
+// HasInstanceAgent reports whether the Database's pods run the instance
+// agent (internal/instance) as PID 1 of the database container, and so get
+// its init container, its Secret keys, role-selecting Services and the
+// read-only Service: PostgreSQL only.
+func HasInstanceAgent(db *dbv1.Database) bool { return db.Spec.Engine == dbv1.EnginePostgres }
 
 // engineInfo returns the catalog entry of the Database's engine. An engine
 // missing from the catalog (which validation refuses) yields an empty entry,

@@ -16,6 +16,7 @@ func TestNames(t *testing.T) {
 	}{
 		"the Secret is <name>-credentials":          {SecretName(db), "orders-credentials"},
 		"the headless Service is <name>-headless":   {HeadlessServiceName(db), "orders-headless"},
+		"the read-only Service is <name>-ro":        {ReadOnlyServiceName(db), "orders-ro"},
 		"the client Service is named like the db":   {ClientServiceName(db), "orders"},
 		"the StatefulSet is named like the db":      {StatefulSetName(db), "orders"},
 		"the host is the client Service's DNS name": {Host(db), "orders.shop.svc"},

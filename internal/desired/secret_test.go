@@ -48,28 +48,30 @@ func ownerEqual(a, b metav1.OwnerReference) bool {
 
 func TestSecret(t *testing.T) {
 	tests := []struct {
-		name     string
-		db       *dbv1.Database
-		password string
-		want     map[string]string
+		name  string
+		db    *dbv1.Database
+		creds Credentials
+		want  map[string]string
 	}{
 		{
-			name:     "postgres credentials hold every key clients need",
-			db:       newDatabase(dbv1.EnginePostgres),
-			password: "pw",
+			name:  "postgres credentials hold every key clients need, the replication password and the agent token",
+			db:    newDatabase(dbv1.EnginePostgres),
+			creds: Credentials{Password: "pw", ReplicationPassword: "rpw", AgentToken: "token"},
 			want: map[string]string{
-				"username": "app",
-				"password": "pw",
-				"database": "app",
-				"host":     "orders.shop.svc",
-				"port":     "5432",
-				"uri":      "postgresql://app:pw@orders.shop.svc:5432/app",
+				"username":             "app",
+				"password":             "pw",
+				"database":             "app",
+				"host":                 "orders.shop.svc",
+				"port":                 "5432",
+				"uri":                  "postgresql://app:pw@orders.shop.svc:5432/app",
+				"replication-password": "rpw",
+				"agent-token":          "token",
 			},
 		},
 		{
-			name:     "mysql credentials follow spec.port and escape the password in the uri only",
-			db:       newDatabase(dbv1.EngineMySQL, fixture.WithPort(3307)),
-			password: "a/b@c",
+			name:  "mysql credentials follow spec.port and escape the password in the uri only; mysql runs no agent and has no replication keys",
+			db:    newDatabase(dbv1.EngineMySQL, fixture.WithPort(3307)),
+			creds: Credentials{Password: "a/b@c", ReplicationPassword: "rpw", AgentToken: "token"},
 			want: map[string]string{
 				"username": "app",
 				"password": "a/b@c",
@@ -82,7 +84,7 @@ func TestSecret(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := convert[corev1.Secret](t, Secret(tt.db, tt.password))
+			s := convert[corev1.Secret](t, Secret(tt.db, tt.creds))
 			checkMeta(t, s.ObjectMeta, tt.db, "orders-credentials", ComponentCredentials)
 			if s.Kind != "Secret" || s.APIVersion != "v1" {
 				t.Errorf("type is %s %s, want v1 Secret", s.APIVersion, s.Kind)

@@ -7,36 +7,67 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
+// Services returns the Database's Services in the order the controller
+// applies them: the client Service, the headless Service and, for a
+// Database with the instance agent (postgres), the read-only Service.
+func Services(db *dbv1.Database) []*corev1ac.ServiceApplyConfiguration {
+	out := []*corev1ac.ServiceApplyConfiguration{ClientService(db), HeadlessService(db)}
+	if HasInstanceAgent(db) {
+		out = append(out, ReadOnlyService(db))
+	}
+	return out
+}
+
 // ClientService returns the ClusterIP Service clients connect to. It routes
-// to ready pods only, on the port named after the engine.
+// to ready pods only, on the port named after the engine. For postgres it
+// selects only the pod the controller labelled primary
+// (replication.RoleLabel), also when the Database has a single pod: no
+// configuration makes two writable servers reachable through it
+// (docs/replication.md §2).
 func ClientService(db *dbv1.Database) *corev1ac.ServiceApplyConfiguration {
-	return service(db, ClientServiceName(db))
+	return service(db, ClientServiceName(db), replication.RolePrimary)
+}
+
+// ReadOnlyService returns the ClusterIP Service that routes to the ready
+// standbys of a postgres Database, the pods the controller labelled replica,
+// on the same port as the client Service. Services builds it only for a
+// Database with the instance agent.
+func ReadOnlyService(db *dbv1.Database) *corev1ac.ServiceApplyConfiguration {
+	return service(db, ReadOnlyServiceName(db), replication.RoleReplica)
 }
 
 // HeadlessService returns the governing Service of the StatefulSet, which
-// gives each pod a stable DNS name. It publishes pods before they are ready,
-// so that replicas can find each other while starting.
+// gives each pod a stable DNS name. It selects every pod whatever its role,
+// and publishes pods before they are ready, so that replicas can find each
+// other while starting (a standby clones from and streams to
+// <pod>.<name>-headless).
 func HeadlessService(db *dbv1.Database) *corev1ac.ServiceApplyConfiguration {
-	svc := service(db, HeadlessServiceName(db))
+	svc := service(db, HeadlessServiceName(db), "")
 	svc.Spec.WithClusterIP(corev1.ClusterIPNone).WithPublishNotReadyAddresses(true)
 	return svc
 }
 
 // service returns a ClusterIP Service named name that selects the
-// Database's pods on the engine's port.
-func service(db *dbv1.Database, name string) *corev1ac.ServiceApplyConfiguration {
+// Database's pods on the engine's port; for a Database with the instance
+// agent and a role, only its pods of that role.
+func service(db *dbv1.Database, name string, role replication.Role) *corev1ac.ServiceApplyConfiguration {
+	selector := SelectorLabels(db)
+	if role != "" && HasInstanceAgent(db) {
+		selector[replication.RoleLabel] = string(role)
+	}
 	return corev1ac.Service(name, db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).
 		WithOwnerReferences(ownerReference(db)).
 		WithSpec(corev1ac.ServiceSpec().
 			WithType(corev1.ServiceTypeClusterIP).
-			WithSelector(SelectorLabels(db)).
+			WithSelector(selector).
 			WithPorts(servicePort(db)))
 }
 
-// servicePort is the one port of both Services. The protocol is set
+// servicePort is the one port of every Service. The protocol is set
 // although it is the default, since it is part of the list's key for
 // server-side apply.
 func servicePort(db *dbv1.Database) *corev1ac.ServicePortApplyConfiguration {

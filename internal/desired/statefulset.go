@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -15,7 +17,20 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
+
+// Options are the builders' inputs that come from the operator's
+// configuration rather than from the Database.
+type Options struct {
+	// InstanceImage is the image whose /dbkeeper-instance binary, the
+	// instance agent, the init container of a postgres pod installs. The
+	// operator's --instance-image; the builders fill in no default.
+	InstanceImage string
+}
+
+// DefaultInstanceImage is the operator's default --instance-image.
+const DefaultInstanceImage = "dbkeeper.local/dbkeeper-instance:dev"
 
 // Names of the pod's volumes.
 const (
@@ -25,6 +40,23 @@ const (
 	volumeRun = "run"
 	// volumeTmp is the writable /tmp.
 	volumeTmp = "tmp"
+	// VolumeInstanceBin is the emptyDir at instance.InstallDir the init
+	// container copies the instance agent into (postgres only).
+	VolumeInstanceBin = "dbkeeper-bin"
+)
+
+// The instance agent's init container.
+const (
+	// InitContainerInstanceAgent is the init container's name.
+	InitContainerInstanceAgent = "instance-agent"
+	// instanceImageBinary is the agent's path in the instance image.
+	instanceImageBinary = "/dbkeeper-instance"
+	// StateFileName is the agent's state file (instance.EnvStateFile), in
+	// the data volume's mount, beside and outside PGDATA.
+	StateFileName = "dbkeeper-instance.json"
+	// EntrypointPostgres is the official postgres image's entrypoint,
+	// which the agent runs (instance.EnvEntrypoint).
+	EntrypointPostgres = "docker-entrypoint.sh"
 )
 
 const (
@@ -47,22 +79,43 @@ var runDirs = map[dbv1.Engine]string{
 
 // StatefulSet returns the Database's StatefulSet: spec.replicas pods of the
 // engine's official image, each with its own data volume, governed by the
-// headless Service, with restricted pod security and the engine's own client
-// as probes.
-func StatefulSet(db *dbv1.Database) *appsv1ac.StatefulSetApplyConfiguration {
+// headless Service, with restricted pod security.
+//
+// A mysql pod runs the image's own entrypoint and probes it with the
+// engine's own client. A postgres pod runs the instance agent
+// (internal/instance, docs/replication.md §3) as PID 1 of the database
+// container, which starts the server as its child: an init container
+// copies the agent from opts.InstanceImage into an emptyDir, and the probes
+// ask the agent. Adding the agent changed the postgres pod template, so the
+// first operator version with it restarts every existing postgres pod once,
+// in the StatefulSet's rolling update.
+//
+// The update strategy stays RollingUpdate and the pod management policy the
+// default, OrderedReady, although replication wants OnDelete and Parallel
+// (docs/replication.md §2): the pod management policy is immutable on an
+// existing StatefulSet, so changing it means an orphaning delete and
+// re-create, which the controller will do when it orders rolling changes
+// itself; until then the StatefulSet controller rolls the pods.
+func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConfiguration {
 	info := engineInfo(db)
 
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithTerminationGracePeriodSeconds(terminationGracePeriodSeconds).
-		WithSecurityContext(podSecurityContext(info)).
-		WithContainers(container(db, info)).
+		WithSecurityContext(podSecurityContext(info))
+	if HasInstanceAgent(db) {
+		pod.WithInitContainers(instanceAgentContainer(opts))
+	}
+	pod.WithContainers(container(db, info)).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 		).
 		WithAffinity(antiAffinity(db))
+	if HasInstanceAgent(db) {
+		pod.WithVolumes(corev1ac.Volume().WithName(VolumeInstanceBin).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
 
 	return appsv1ac.StatefulSet(StatefulSetName(db), db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).
@@ -80,6 +133,26 @@ func StatefulSet(db *dbv1.Database) *appsv1ac.StatefulSetApplyConfiguration {
 				WithLabels(Labels(db, ComponentDatabase)).
 				WithSpec(pod)).
 			WithVolumeClaimTemplates(volumeClaimTemplate(db)))
+}
+
+// instanceAgentContainer is the init container that copies the instance
+// agent's binary from the instance image into the dbkeeper-bin emptyDir,
+// which the database container runs it from: the engine's image stays
+// unmodified. It runs as the pod's user, restricted like the database
+// container, and only copies a file, so it asks for little.
+func instanceAgentContainer(opts Options) *corev1ac.ContainerApplyConfiguration {
+	return corev1ac.Container().
+		WithName(InitContainerInstanceAgent).
+		WithImage(opts.InstanceImage).
+		WithImagePullPolicy(corev1.PullIfNotPresent).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
+		WithCommand(instanceImageBinary, instance.CommandInstall, instance.InstallDir).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("10m"),
+			corev1.ResourceMemory: resource.MustParse("16Mi"),
+		})).
+		WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeInstanceBin).WithMountPath(instance.InstallDir)).
+		WithSecurityContext(containerSecurityContext())
 }
 
 // whenDeleted maps spec.deletionPolicy to the StatefulSet's PVC retention:
@@ -114,7 +187,9 @@ func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithRunAsNonRoot(true)
 }
 
-// container is the database server container, named after the engine.
+// container is the database server container, named after the engine. For
+// postgres its command is the instance agent, which runs the server with
+// args as its flags.
 func container(db *dbv1.Database, info catalog.EngineInfo) *corev1ac.ContainerApplyConfiguration {
 	c := corev1ac.Container().
 		WithName(string(db.Spec.Engine)).
@@ -124,26 +199,58 @@ func container(db *dbv1.Database, info catalog.EngineInfo) *corev1ac.ContainerAp
 		// why on stderr, not in a termination message file: the kubelet
 		// then keeps the end of its log as the termination message, which
 		// the Stalled condition quotes.
-		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
-		WithArgs(args(db)...).
+		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError)
+	if HasInstanceAgent(db) {
+		c.WithCommand(instance.Binary, instance.CommandRun, "--")
+	}
+	c.WithArgs(args(db)...).
 		WithEnv(env(db, info)...).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(portName(db)).
 			WithContainerPort(port(db)).
-			WithProtocol(corev1.ProtocolTCP)).
-		WithVolumeMounts(
-			corev1ac.VolumeMount().WithName(VolumeData).WithMountPath(info.MountPath),
-			corev1ac.VolumeMount().WithName(volumeRun).WithMountPath(runDirs[db.Spec.Engine]),
-			corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
-		).
-		WithSecurityContext(containerSecurityContext())
+			WithProtocol(corev1.ProtocolTCP))
+	if HasInstanceAgent(db) {
+		c.WithPorts(corev1ac.ContainerPort().
+			WithName(instance.PortName).
+			WithContainerPort(instance.Port).
+			WithProtocol(corev1.ProtocolTCP))
+	}
+	c.WithVolumeMounts(
+		corev1ac.VolumeMount().WithName(VolumeData).WithMountPath(info.MountPath),
+		corev1ac.VolumeMount().WithName(volumeRun).WithMountPath(runDirs[db.Spec.Engine]),
+		corev1ac.VolumeMount().WithName(volumeTmp).WithMountPath("/tmp"),
+	)
+	if HasInstanceAgent(db) {
+		// Read-only: the server's user cannot replace the agent.
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeInstanceBin).WithMountPath(instance.InstallDir).WithReadOnly(true))
+	}
+	c.WithSecurityContext(containerSecurityContext())
 	if r := resources(db); r != nil {
 		c.WithResources(r)
 	}
-	if command := probeCommand(db); command != nil {
-		c.WithStartupProbe(probe(command, 10, 30)).
-			WithLivenessProbe(probe(command, 10, 6)).
-			WithReadinessProbe(probe(command, 5, 3))
+	switch {
+	case HasInstanceAgent(db):
+		// Readiness is the agent's: the server is ready for its role
+		// (docs/replication.md §6). Liveness only asks whether the agent
+		// answers: the agent restarts the server itself, and a kubelet
+		// restart would only interrupt a clone or a recovery. No startup
+		// probe: the agent listens at once, and the server's own start,
+		// however long a clone or a recovery takes, is the agent's
+		// business, not the kubelet's.
+		c.WithReadinessProbe(probe(corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().
+				WithPath(instance.PathReady).
+				WithPort(intstr.FromString(instance.PortName)).
+				WithScheme(corev1.URISchemeHTTP)), 1, 2, 2)).
+			WithLivenessProbe(probe(corev1ac.Probe().
+				WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(instance.PortName))), 5, 10, 6))
+	case probeCommand(db) != nil:
+		exec := func() *corev1ac.ProbeApplyConfiguration {
+			return corev1ac.Probe().WithExec(corev1ac.ExecAction().WithCommand(probeCommand(db)...))
+		}
+		c.WithStartupProbe(probe(exec(), 5, 10, 30)).
+			WithLivenessProbe(probe(exec(), 5, 10, 6)).
+			WithReadinessProbe(probe(exec(), 5, 5, 3))
 	}
 	return c
 }
@@ -166,8 +273,9 @@ func resources(db *dbv1.Database) *corev1ac.ResourceRequirementsApplyConfigurati
 	return r
 }
 
-// env follows the official images' contract, sorted by name. The password
-// comes from the credentials Secret by reference, never as a value.
+// env follows the official images' contract, and for postgres the instance
+// agent's, sorted by name. Passwords and the agent token come from the
+// credentials Secret by reference, never as values.
 //
 // MySQL also needs a root password. It is the same Secret key as the user's,
 // and MYSQL_ROOT_HOST=localhost makes the image create root for local
@@ -203,6 +311,24 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 			value("MYSQL_USER", db.Spec.Username),
 		}
 	}
+	if HasInstanceAgent(db) {
+		// The instance agent's contract (internal/instance).
+		fromSecretKey := func(name, key string) *corev1ac.EnvVarApplyConfiguration {
+			return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(db)).WithKey(key)))
+		}
+		vars = append(vars,
+			// apiVersion is what the API server would default it to.
+			corev1ac.EnvVar().WithName(instance.EnvPodName).WithValueFrom(corev1ac.EnvVarSource().
+				WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.name"))),
+			fromSecretKey(instance.EnvToken, SecretKeyAgentToken),
+			value(instance.EnvReplicationUser, ReplicationUser),
+			fromSecretKey(instance.EnvReplicationPassword, SecretKeyReplicationPassword),
+			value(instance.EnvEntrypoint, EntrypointPostgres),
+			value(instance.EnvStateFile, info.MountPath+"/"+StateFileName),
+			value(instance.EnvPort, strconv.Itoa(int(port(db)))),
+		)
+	}
 	slices.SortFunc(vars, func(a, b *corev1ac.EnvVarApplyConfiguration) int {
 		return cmp.Compare(*a.Name, *b.Name)
 	})
@@ -210,18 +336,21 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 }
 
 // args are the server's command-line flags: first the ones the operator
-// owns (the port), then spec.parameters sorted by key. The images run the
-// server with these flags when the first argument starts with "-".
+// owns (the port, and for postgres replicationFlags), then spec.parameters
+// sorted by key. The images run the server with these flags when the first
+// argument starts with "-"; for postgres the instance agent passes them on.
 //
-// postgres: -c port=5432 -c key=value ...; mysql: --port=3306 --key=value ...
+// postgres: -c port=5432 -c wal_log_hints=on ... -c key=value ...;
+// mysql: --port=3306 --key=value ...
 func args(db *dbv1.Database) []string {
 	keys := slices.Sorted(maps.Keys(db.Spec.Parameters))
 
 	p := strconv.Itoa(int(port(db)))
-	out := make([]string, 0, 2+2*len(keys))
+	out := make([]string, 0, 2+len(replicationFlags)+2*len(keys))
 	switch db.Spec.Engine {
 	case dbv1.EnginePostgres:
 		out = append(out, "-c", "port="+p)
+		out = append(out, replicationFlags...)
 		for _, k := range keys {
 			out = append(out, "-c", k+"="+db.Spec.Parameters[k])
 		}
@@ -234,27 +363,28 @@ func args(db *dbv1.Database) []string {
 	return out
 }
 
-// probeCommand is the exec command of all three probes: the engine's own
-// client asking the server on loopback TCP whether it accepts connections.
+// replicationFlags are the replication settings the operator owns on every
+// postgres server (docs/replication.md §2): wal_log_hints for pg_rewind, and
+// a standby reply every second, which the primary lease's exemption counts
+// on (§9.3). The others it needs are PostgreSQL's defaults: wal_level
+// replica, hot_standby on, max_wal_senders and max_replication_slots 10,
+// full_page_writes on, recovery_target_timeline latest. The standby
+// settings (primary_conninfo, primary_slot_name) and the replication line
+// of pg_hba.conf are the instance agent's.
+var replicationFlags = []string{"-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s"}
+
+// probeCommand is the exec command of all three probes of an engine without
+// the instance agent: the engine's own client asking the server on
+// loopback TCP whether it accepts connections.
 //
-// postgres runs pg_isready directly; the user and database are plain,
-// immutable spec fields. mysql runs mysqladmin ping through sh so that the
-// password is read from the environment (itself from the Secret) and never
-// written into the pod spec; logging in avoids a failed login in the
-// server's log at every probe. mysqladmin ping exits 0 whenever the server
-// answers, so a password changed in the Secret cannot fail the probes.
+// mysql runs mysqladmin ping through sh so that the password is read from
+// the environment (itself from the Secret) and never written into the pod
+// spec; logging in avoids a failed login in the server's log at every
+// probe. mysqladmin ping exits 0 whenever the server answers, so a password
+// changed in the Secret cannot fail the probes.
 func probeCommand(db *dbv1.Database) []string {
 	p := strconv.Itoa(int(port(db)))
-	switch db.Spec.Engine {
-	case dbv1.EnginePostgres:
-		return []string{
-			"pg_isready",
-			"--host=" + probeHost,
-			"--port=" + p,
-			"--username=" + db.Spec.Username,
-			"--dbname=" + db.Spec.DatabaseName,
-		}
-	case dbv1.EngineMySQL:
+	if db.Spec.Engine == dbv1.EngineMySQL {
 		return []string{
 			"sh", "-c",
 			`exec mysqladmin ping --silent --host=` + probeHost + ` --port=` + p +
@@ -264,12 +394,12 @@ func probeCommand(db *dbv1.Database) []string {
 	return nil
 }
 
-// probe is an exec probe with every field the API server would otherwise
-// default set explicitly, so the pod spec says what it does.
-func probe(command []string, periodSeconds, failureThreshold int32) *corev1ac.ProbeApplyConfiguration {
-	return corev1ac.Probe().
-		WithExec(corev1ac.ExecAction().WithCommand(command...)).
-		WithTimeoutSeconds(5).
+// probe completes a probe with its handler set: every field the API server
+// would otherwise default is set explicitly, so the pod spec says what it
+// does.
+func probe(p *corev1ac.ProbeApplyConfiguration, timeoutSeconds, periodSeconds, failureThreshold int32) *corev1ac.ProbeApplyConfiguration {
+	return p.
+		WithTimeoutSeconds(timeoutSeconds).
 		WithPeriodSeconds(periodSeconds).
 		WithSuccessThreshold(1).
 		WithFailureThreshold(failureThreshold)

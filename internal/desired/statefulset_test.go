@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -22,9 +23,10 @@ func TestStatefulSetShape(t *testing.T) {
 		name         string
 		db           *dbv1.Database
 		wantReplicas int32
+		wantInit     int
 	}{
-		{"a postgres StatefulSet is governed by the headless Service", newDatabase(dbv1.EnginePostgres), 1},
-		{"a mysql StatefulSet runs spec.replicas pods", newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(3)), 3},
+		{"a postgres StatefulSet is governed by the headless Service and installs the instance agent", newDatabase(dbv1.EnginePostgres), 1, 1},
+		{"a mysql StatefulSet runs spec.replicas pods and no agent", newDatabase(dbv1.EngineMySQL, fixture.WithReplicas(3)), 3, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,32 +64,65 @@ func TestStatefulSetShape(t *testing.T) {
 			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 				t.Errorf("terminationMessagePolicy = %q, want FallbackToLogsOnError, so that a crash's log reaches the Stalled condition", c.TerminationMessagePolicy)
 			}
-			wantPort := corev1.ContainerPort{Name: string(tt.db.Spec.Engine), ContainerPort: *tt.db.Spec.Port, Protocol: corev1.ProtocolTCP}
-			if len(c.Ports) != 1 || c.Ports[0] != wantPort {
-				t.Errorf("ports = %+v, want [%+v]", c.Ports, wantPort)
+			wantPorts := []corev1.ContainerPort{{Name: string(tt.db.Spec.Engine), ContainerPort: *tt.db.Spec.Port, Protocol: corev1.ProtocolTCP}}
+			if tt.db.Spec.Engine == dbv1.EnginePostgres {
+				wantPorts = append(wantPorts, corev1.ContainerPort{Name: "agent", ContainerPort: 8008, Protocol: corev1.ProtocolTCP})
+			}
+			if !slices.Equal(c.Ports, wantPorts) {
+				t.Errorf("ports = %+v, want %+v", c.Ports, wantPorts)
+			}
+			if n := len(sts.Spec.Template.Spec.InitContainers); n != tt.wantInit {
+				t.Errorf("%d init containers, want %d", n, tt.wantInit)
 			}
 		})
 	}
 }
 
 func TestStatefulSetEnv(t *testing.T) {
-	password := &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: "orders-credentials"},
-		Key:                  "password",
-	}}
+	fromSecret := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "orders-credentials"},
+			Key:                  key,
+		}}
+	}
+	password := fromSecret("password")
 	tests := []struct {
 		name string
 		db   *dbv1.Database
 		want []corev1.EnvVar
 	}{
 		{
-			name: "postgres gets user, database, password by reference and PGDATA below the mount",
+			name: "postgres gets user, database, password by reference, PGDATA below the mount, and the agent's contract with its state file beside PGDATA",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithUsername("orders_app"), fixture.WithDatabaseName("orders")),
 			want: []corev1.EnvVar{
+				{Name: "DBKEEPER_AGENT_TOKEN", ValueFrom: fromSecret("agent-token")},
+				{Name: "DBKEEPER_ENTRYPOINT", Value: "docker-entrypoint.sh"},
+				{Name: "DBKEEPER_PG_PORT", Value: "5432"},
+				{Name: "DBKEEPER_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+				{Name: "DBKEEPER_REPLICATION_PASSWORD", ValueFrom: fromSecret("replication-password")},
+				{Name: "DBKEEPER_REPLICATION_USER", Value: "dbkeeper_replication"},
+				{Name: "DBKEEPER_STATE_FILE", Value: "/var/lib/postgresql/data/dbkeeper-instance.json"},
 				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 				{Name: "POSTGRES_DB", Value: "orders"},
 				{Name: "POSTGRES_PASSWORD", ValueFrom: password},
 				{Name: "POSTGRES_USER", Value: "orders_app"},
+			},
+		},
+		{
+			name: "the agent's port follows spec.port",
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543)),
+			want: []corev1.EnvVar{
+				{Name: "DBKEEPER_AGENT_TOKEN", ValueFrom: fromSecret("agent-token")},
+				{Name: "DBKEEPER_ENTRYPOINT", Value: "docker-entrypoint.sh"},
+				{Name: "DBKEEPER_PG_PORT", Value: "6543"},
+				{Name: "DBKEEPER_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+				{Name: "DBKEEPER_REPLICATION_PASSWORD", ValueFrom: fromSecret("replication-password")},
+				{Name: "DBKEEPER_REPLICATION_USER", Value: "dbkeeper_replication"},
+				{Name: "DBKEEPER_STATE_FILE", Value: "/var/lib/postgresql/data/dbkeeper-instance.json"},
+				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
+				{Name: "POSTGRES_DB", Value: "app"},
+				{Name: "POSTGRES_PASSWORD", ValueFrom: password},
+				{Name: "POSTGRES_USER", Value: "app"},
 			},
 		},
 		{
@@ -130,19 +165,19 @@ func TestStatefulSetArgs(t *testing.T) {
 		want []string
 	}{
 		{
-			name: "postgres without parameters passes only the port",
+			name: "postgres without parameters passes the port and the replication settings the operator owns",
 			db:   newDatabase(dbv1.EnginePostgres),
-			want: []string{"-c", "port=5432"},
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s"},
 		},
 		{
-			name: "postgres passes the port first, then parameters sorted by key as -c pairs",
+			name: "postgres passes the port and the replication settings first, then parameters sorted by key as -c pairs",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543), fixture.WithParameters(params)),
-			want: []string{"-c", "port=6543", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
+			want: []string{"-c", "port=6543", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
 		},
 		{
 			name: "postgres keeps a value with spaces as one argument",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithParameters(map[string]string{"log_line_prefix": "%m [%p] "})),
-			want: []string{"-c", "port=5432", "-c", "log_line_prefix=%m [%p] "},
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "log_line_prefix=%m [%p] "},
 		},
 		{
 			name: "mysql without parameters passes only the port",
@@ -165,84 +200,102 @@ func TestStatefulSetArgs(t *testing.T) {
 			if !slices.Equal(c.Args, tt.want) {
 				t.Errorf("args = %q, want %q", c.Args, tt.want)
 			}
-			if len(c.Command) != 0 {
-				t.Errorf("command = %q, want the image's entrypoint", c.Command)
+			var wantCommand []string // the image's entrypoint
+			if tt.db.Spec.Engine == dbv1.EnginePostgres {
+				wantCommand = []string{"/dbkeeper/bin/dbkeeper-instance", "run", "--"}
+			}
+			if !slices.Equal(c.Command, wantCommand) {
+				t.Errorf("command = %q, want %q", c.Command, wantCommand)
 			}
 		})
 	}
 }
 
 func TestStatefulSetProbes(t *testing.T) {
-	tests := []struct {
-		name        string
-		db          *dbv1.Database
-		wantCommand []string
-	}{
-		{
-			name:        "postgres probes run pg_isready against loopback on spec.port",
-			db:          newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543)),
-			wantCommand: []string{"pg_isready", "--host=127.0.0.1", "--port=6543", "--username=app", "--dbname=app"},
-		},
-		{
-			name: "mysql probes run mysqladmin ping with the credentials from the environment",
-			db:   newDatabase(dbv1.EngineMySQL),
-			wantCommand: []string{"sh", "-c",
-				`exec mysqladmin ping --silent --host=127.0.0.1 --port=3306 --user="$MYSQL_USER" --password="$MYSQL_PASSWORD"`},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := onlyContainer(t, statefulSet(t, tt.db))
-			probes := []struct {
-				kind                               string
-				probe                              *corev1.Probe
-				period, failureThreshold, minTotal int32
-			}{
-				{"startup", c.StartupProbe, 10, 30, 300},
-				{"liveness", c.LivenessProbe, 10, 6, 0},
-				{"readiness", c.ReadinessProbe, 5, 3, 0},
+	t.Run("mysql probes run mysqladmin ping with the credentials from the environment", func(t *testing.T) {
+		c := onlyContainer(t, statefulSet(t, newDatabase(dbv1.EngineMySQL)))
+		wantCommand := []string{"sh", "-c",
+			`exec mysqladmin ping --silent --host=127.0.0.1 --port=3306 --user="$MYSQL_USER" --password="$MYSQL_PASSWORD"`}
+		probes := []struct {
+			kind                               string
+			probe                              *corev1.Probe
+			period, failureThreshold, minTotal int32
+		}{
+			{"startup", c.StartupProbe, 10, 30, 300},
+			{"liveness", c.LivenessProbe, 10, 6, 0},
+			{"readiness", c.ReadinessProbe, 5, 3, 0},
+		}
+		for _, p := range probes {
+			if p.probe == nil {
+				t.Errorf("%s probe is missing", p.kind)
+				continue
 			}
-			for _, p := range probes {
-				if p.probe == nil {
-					t.Errorf("%s probe is missing", p.kind)
-					continue
-				}
-				if p.probe.Exec == nil || !slices.Equal(p.probe.Exec.Command, tt.wantCommand) {
-					t.Errorf("%s probe = %+v, want exec %q", p.kind, p.probe.ProbeHandler, tt.wantCommand)
-				}
-				want := corev1.Probe{
-					ProbeHandler:     p.probe.ProbeHandler,
-					TimeoutSeconds:   5,
-					PeriodSeconds:    p.period,
-					SuccessThreshold: 1,
-					FailureThreshold: p.failureThreshold,
-				}
-				if !reflect.DeepEqual(*p.probe, want) {
-					t.Errorf("%s probe = %+v, want %+v", p.kind, *p.probe, want)
-				}
-				if total := p.probe.PeriodSeconds * p.probe.FailureThreshold; total < p.minTotal {
-					t.Errorf("%s probe gives up after %ds, want at least %ds", p.kind, total, p.minTotal)
-				}
+			if p.probe.Exec == nil || !slices.Equal(p.probe.Exec.Command, wantCommand) {
+				t.Errorf("%s probe = %+v, want exec %q", p.kind, p.probe.ProbeHandler, wantCommand)
 			}
-		})
-	}
+			want := corev1.Probe{
+				ProbeHandler:     p.probe.ProbeHandler,
+				TimeoutSeconds:   5,
+				PeriodSeconds:    p.period,
+				SuccessThreshold: 1,
+				FailureThreshold: p.failureThreshold,
+			}
+			if !reflect.DeepEqual(*p.probe, want) {
+				t.Errorf("%s probe = %+v, want %+v", p.kind, *p.probe, want)
+			}
+			if total := p.probe.PeriodSeconds * p.probe.FailureThreshold; total < p.minTotal {
+				t.Errorf("%s probe gives up after %ds, want at least %ds", p.kind, total, p.minTotal)
+			}
+		}
+	})
+
+	t.Run("postgres probes ask the instance agent: readiness for the server's role, liveness for the agent alone", func(t *testing.T) {
+		c := onlyContainer(t, statefulSet(t, newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543))))
+		agent := intstr.FromString("agent")
+		wantReadiness := &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: agent, Scheme: corev1.URISchemeHTTP}},
+			TimeoutSeconds:   1,
+			PeriodSeconds:    2,
+			SuccessThreshold: 1,
+			FailureThreshold: 2,
+		}
+		if !reflect.DeepEqual(c.ReadinessProbe, wantReadiness) {
+			t.Errorf("readiness probe = %+v, want %+v", c.ReadinessProbe, wantReadiness)
+		}
+		wantLiveness := &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: agent}},
+			TimeoutSeconds:   5,
+			PeriodSeconds:    10,
+			SuccessThreshold: 1,
+			FailureThreshold: 6,
+		}
+		if !reflect.DeepEqual(c.LivenessProbe, wantLiveness) {
+			t.Errorf("liveness probe = %+v, want %+v", c.LivenessProbe, wantLiveness)
+		}
+		if c.StartupProbe != nil {
+			t.Errorf("startup probe = %+v, want none: a long clone or recovery is the agent's business", c.StartupProbe)
+		}
+	})
 }
 
 func TestStatefulSetSecurity(t *testing.T) {
 	tests := []struct {
-		name      string
-		db        *dbv1.Database
-		wantMount map[string]string // volume name → mount path
+		name        string
+		db          *dbv1.Database
+		wantMount   map[string]string // volume name → mount path
+		wantVolumes []string
 	}{
 		{
-			name:      "postgres runs restricted with writable run and tmp directories",
-			db:        newDatabase(dbv1.EnginePostgres),
-			wantMount: map[string]string{"data": "/var/lib/postgresql/data", "run": "/var/run/postgresql", "tmp": "/tmp"},
+			name:        "postgres runs restricted with writable run and tmp directories and the agent's directory read-only",
+			db:          newDatabase(dbv1.EnginePostgres),
+			wantMount:   map[string]string{"data": "/var/lib/postgresql/data", "run": "/var/run/postgresql", "tmp": "/tmp", "dbkeeper-bin": "/dbkeeper/bin"},
+			wantVolumes: []string{"run", "tmp", "dbkeeper-bin"},
 		},
 		{
-			name:      "mysql runs restricted with writable run and tmp directories",
-			db:        newDatabase(dbv1.EngineMySQL),
-			wantMount: map[string]string{"data": "/var/lib/mysql", "run": "/var/run/mysqld", "tmp": "/tmp"},
+			name:        "mysql runs restricted with writable run and tmp directories",
+			db:          newDatabase(dbv1.EngineMySQL),
+			wantMount:   map[string]string{"data": "/var/lib/mysql", "run": "/var/run/mysqld", "tmp": "/tmp"},
+			wantVolumes: []string{"run", "tmp"},
 		},
 	}
 	for _, tt := range tests {
@@ -271,6 +324,11 @@ func TestStatefulSetSecurity(t *testing.T) {
 			if !reflect.DeepEqual(c.SecurityContext, wantContainer) {
 				t.Errorf("container securityContext = %+v, want %+v", c.SecurityContext, wantContainer)
 			}
+			for _, ic := range pod.InitContainers {
+				if !reflect.DeepEqual(ic.SecurityContext, wantContainer) {
+					t.Errorf("init container %s securityContext = %+v, want %+v", ic.Name, ic.SecurityContext, wantContainer)
+				}
+			}
 			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 				t.Errorf("automountServiceAccountToken = %v, want false", pod.AutomountServiceAccountToken)
 			}
@@ -284,16 +342,16 @@ func TestStatefulSetSecurity(t *testing.T) {
 			mounts := map[string]string{}
 			for _, m := range c.VolumeMounts {
 				mounts[m.Name] = m.MountPath
-				if m.ReadOnly {
-					t.Errorf("volume %s is mounted read-only", m.Name)
+				if m.ReadOnly != (m.Name == "dbkeeper-bin") {
+					t.Errorf("volume %s is mounted with readOnly %v", m.Name, m.ReadOnly)
 				}
 			}
 			if !maps.Equal(mounts, tt.wantMount) {
 				t.Errorf("mounts = %v, want %v", mounts, tt.wantMount)
 			}
-			wantVolumes := []corev1.Volume{
-				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			var wantVolumes []corev1.Volume
+			for _, name := range tt.wantVolumes {
+				wantVolumes = append(wantVolumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			}
 			if !reflect.DeepEqual(pod.Volumes, wantVolumes) {
 				t.Errorf("volumes = %+v, want %+v", pod.Volumes, wantVolumes)
@@ -444,7 +502,7 @@ func TestStatefulSetResources(t *testing.T) {
 	}
 	t.Run("the StatefulSet does not share the Database's maps", func(t *testing.T) {
 		db := newDatabase(dbv1.EnginePostgres)
-		ac := StatefulSet(db)
+		ac := StatefulSet(db, testOptions)
 		db.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
 		got := (*ac.Spec.Template.Spec.Containers[0].Resources.Requests)[corev1.ResourceCPU]
 		if got.String() != "100m" {
@@ -471,4 +529,48 @@ func TestDataClaimName(t *testing.T) {
 	if got := DataClaimName(db, 2); got != "data-orders-2" {
 		t.Errorf("DataClaimName = %q, want data-orders-2", got)
 	}
+}
+
+func TestStatefulSetInstanceAgent(t *testing.T) {
+	db := newDatabase(dbv1.EnginePostgres)
+	pod := statefulSet(t, db).Spec.Template.Spec
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(pod.InitContainers))
+	}
+	ic := pod.InitContainers[0]
+	if ic.Name != "instance-agent" || ic.Image != testOptions.InstanceImage || ic.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("init container %q runs %q (%s), want instance-agent running %q, IfNotPresent", ic.Name, ic.Image, ic.ImagePullPolicy, testOptions.InstanceImage)
+	}
+	if want := []string{"/dbkeeper-instance", "install", "/dbkeeper/bin"}; !slices.Equal(ic.Command, want) || len(ic.Args) != 0 {
+		t.Errorf("init container runs %q %q, want %q", ic.Command, ic.Args, want)
+	}
+	if want := []corev1.VolumeMount{{Name: "dbkeeper-bin", MountPath: "/dbkeeper/bin"}}; !reflect.DeepEqual(ic.VolumeMounts, want) {
+		t.Errorf("init container mounts = %+v, want %+v", ic.VolumeMounts, want)
+	}
+	wantRequests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
+	if !resourceListEqual(ic.Resources.Requests, wantRequests) || len(ic.Resources.Limits) != 0 {
+		t.Errorf("init container resources = %+v, want requests %v", ic.Resources, wantRequests)
+	}
+	if ic.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("init container terminationMessagePolicy = %q, want FallbackToLogsOnError", ic.TerminationMessagePolicy)
+	}
+
+	t.Run("another instance image changes only the init container's image", func(t *testing.T) {
+		other := StatefulSet(db, Options{InstanceImage: "registry.example/dbkeeper-instance:2"})
+		want := []string{"spec.template.spec.initContainers[name=instance-agent].image"}
+		if got := Changes(other, StatefulSet(db, testOptions)); !slices.Equal(got, want) {
+			t.Errorf("Changes = %q, want %q", got, want)
+		}
+	})
+	t.Run("mysql's pod has neither the init container nor its volume", func(t *testing.T) {
+		pod := statefulSet(t, newDatabase(dbv1.EngineMySQL)).Spec.Template.Spec
+		if len(pod.InitContainers) != 0 {
+			t.Errorf("init containers = %+v, want none", pod.InitContainers)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == "dbkeeper-bin" {
+				t.Errorf("mysql's pod has the volume %s", v.Name)
+			}
+		}
+	})
 }

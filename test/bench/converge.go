@@ -31,20 +31,27 @@ func benchDatabase(namespace string, i int) *dbv1.Database {
 }
 
 // floorObjects returns the children dbkeeper would make for a Database, as
-// plain objects to create: the Secret, both Services and the StatefulSet,
+// plain objects to create: the Secret, the Services and the StatefulSet,
 // built by internal/desired from the defaulted Database, without owner
 // references (there is no Database to own them).
-func floorObjects(db *dbv1.Database, password string) ([]client.Object, error) {
-	secret := desired.Secret(db, password)
-	clientSvc := desired.ClientService(db)
-	headless := desired.HeadlessService(db)
-	sts := desired.StatefulSet(db)
+func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object, error) {
+	secret := desired.Secret(db, creds)
+	sts := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage})
 	secret.OwnerReferences = nil
-	clientSvc.OwnerReferences = nil
-	headless.OwnerReferences = nil
 	sts.OwnerReferences = nil
-	out := []client.Object{&corev1.Secret{}, &corev1.Service{}, &corev1.Service{}, &appsv1.StatefulSet{}}
-	for i, ac := range []any{secret, clientSvc, headless, sts} {
+	services := desired.Services(db)
+	acs := make([]any, 0, len(services)+2)
+	out := make([]client.Object, 0, len(services)+2)
+	acs = append(acs, secret)
+	out = append(out, &corev1.Secret{})
+	for _, svc := range services {
+		svc.OwnerReferences = nil
+		acs = append(acs, svc)
+		out = append(out, &corev1.Service{})
+	}
+	acs = append(acs, sts)
+	out = append(out, &appsv1.StatefulSet{})
+	for i, ac := range acs {
 		data, err := json.Marshal(ac)
 		if err != nil {
 			return nil, err
@@ -80,11 +87,15 @@ func (b *bench) floorConvergence(ctx context.Context) error {
 	for i := range n {
 		db := benchDatabase(nsFloor, i)
 		defaulting.Default(db)
-		password, err := randomPassword()
-		if err != nil {
-			return err
+		var creds desired.Credentials
+		for _, v := range []*string{&creds.Password, &creds.ReplicationPassword, &creds.AgentToken} {
+			var err error
+			if *v, err = randomPassword(); err != nil {
+				return err
+			}
 		}
-		if objects[i], err = floorObjects(db, password); err != nil {
+		var err error
+		if objects[i], err = floorObjects(db, creds); err != nil {
 			return err
 		}
 		names[i] = desired.StatefulSetName(db)

@@ -292,7 +292,7 @@ func TestEndToEnd(t *testing.T) {
 		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.SecretList{}} {
 			want := 20
 			if _, ok := list.(*corev1.ServiceList); ok {
-				want = 40
+				want = 50 // 10 postgres with 3 each (client, headless, read-only), 10 mysql with 2
 			}
 			if n := s.count(list, client.InNamespace("crash")); n != want {
 				t.Errorf("%T: %d objects, want %d (no duplicates, no orphans)", list, n, want)

@@ -277,8 +277,8 @@ type expectation struct {
 
 // childProblems compares everything dbkeeper made in a namespace with what
 // its live Databases want, and returns every difference:
-//   - each live Database has exactly its Secret, two Services and
-//     StatefulSet, controlled by it, with no field dbkeeper owns out of line
+//   - each live Database has exactly its Secret, Services (two, or three
+//     for postgres) and StatefulSet, controlled by it, with no field dbkeeper owns out of line
 //     with the spec (the controller's own diff, desired.Changes, finds nothing
 //     to write), and a claim per replica of the spec's size;
 //   - each password is the first one the recorder saw for its Secret;
@@ -356,10 +356,18 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 		case password != want:
 			add("Secret %s: the password is not the first one generated", s.Name)
 		}
+		creds := desired.Credentials{
+			Password:            password,
+			ReplicationPassword: string(s.Data[desired.SecretKeyReplicationPassword]),
+			AgentToken:          string(s.Data[desired.SecretKeyAgentToken]),
+		}
+		if desired.HasInstanceAgent(spec(db)) && (creds.ReplicationPassword == "" || creds.AgentToken == "") {
+			add("Secret %s lacks the replication password or the agent token", s.Name)
+		}
 		have, err := corev1ac.ExtractSecret(s, desired.FieldManager)
 		if err != nil {
 			add("Secret %s: %v", s.Name, err)
-		} else if c := desired.Changes(desired.Secret(spec(db), password), have); len(c) > 0 {
+		} else if c := desired.Changes(desired.Secret(spec(db), creds), have); len(c) > 0 {
 			add("Secret %s differs from the spec in %v", s.Name, c)
 		}
 	}
@@ -370,10 +378,12 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 		if db == nil {
 			continue
 		}
-		want := map[string]*corev1ac.ServiceApplyConfiguration{
-			desired.ClientServiceName(db):   desired.ClientService(spec(db)),
-			desired.HeadlessServiceName(db): desired.HeadlessService(spec(db)),
-		}[s.Name]
+		var want *corev1ac.ServiceApplyConfiguration
+		for _, svc := range desired.Services(spec(db)) {
+			if *svc.Name == s.Name {
+				want = svc
+			}
+		}
 		if want == nil {
 			add("Service %s: unexpected name for Database %s", s.Name, db.Name)
 			continue
@@ -398,7 +408,7 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 			continue
 		}
 		seenStatefulSet[db.Name] = true
-		want := desired.StatefulSet(spec(db))
+		want := desired.StatefulSet(spec(db), desired.Options{InstanceImage: desired.DefaultInstanceImage})
 		// Claim templates cannot change: a larger size goes to the
 		// claims, checked below.
 		for j := range want.Spec.VolumeClaimTemplates {
@@ -438,8 +448,8 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 		if !seenSecret[name] {
 			add("Database %s has no credentials Secret", name)
 		}
-		if seenServices[name] != 2 {
-			add("Database %s has %d Services, want 2", name, seenServices[name])
+		if want := len(desired.Services(spec(db))); seenServices[name] != want {
+			add("Database %s has %d Services, want %d", name, seenServices[name], want)
 		}
 		if !seenStatefulSet[name] {
 			add("Database %s has no StatefulSet", name)

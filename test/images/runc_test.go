@@ -103,7 +103,7 @@ func testImage(t *testing.T, runc, name, archive string) {
 			Parameters: map[string]string{"max_connections": "42"},
 		},
 	}
-	c := desired.StatefulSet(db).Spec.Template.Spec.Containers[0]
+	c := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage}).Spec.Template.Spec.Containers[0]
 
 	work := t.TempDir()
 	rootfs := filepath.Join(work, "rootfs")
@@ -127,7 +127,14 @@ func testImage(t *testing.T, runc, name, archive string) {
 	bad.delete()
 
 	ct := newContainer(t, runc, filepath.Join(work, "pod"), rootfs, img, db, password)
-	probe := c.StartupProbe.Exec.Command
+	// The container runs the image's entrypoint with the server's flags,
+	// as the instance agent does for postgres; the agent itself, which
+	// postgres's probes ask, is not run here, so postgres is probed with
+	// the image's own pg_isready.
+	probe := []string{"pg_isready", "--host=127.0.0.1", "--port=" + strconv.Itoa(int(info.Port)), "--username=app", "--dbname=app"}
+	if c.StartupProbe != nil && c.StartupProbe.Exec != nil {
+		probe = c.StartupProbe.Exec.Command
+	}
 
 	// First start: an empty volume is initialized.
 	log1 := filepath.Join(work, "first.log")
@@ -186,7 +193,7 @@ func testImage(t *testing.T, runc, name, archive string) {
 // unpacked in rootfs, with secret as the value of every Secret reference.
 func newContainer(t *testing.T, runc, work, rootfs string, img ociimage.Unpacked, db *dbv1.Database, secret string) *container {
 	t.Helper()
-	pod := desired.StatefulSet(db).Spec.Template.Spec
+	pod := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage}).Spec.Template.Spec
 	c := pod.Containers[0]
 	// The volumes as the kubelet leaves them with fsGroup: a directory
 	// owned by root and group fsGroup, setgid, group-writable (a fresh
