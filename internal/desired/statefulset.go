@@ -128,7 +128,7 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 				WithType(appsv1.RollingUpdateStatefulSetStrategyType)).
 			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().
 				WithWhenDeleted(whenDeleted(db.Spec.DeletionPolicy)).
-				WithWhenScaled(appsv1.RetainPersistentVolumeClaimRetentionPolicyType)).
+				WithWhenScaled(whenDeleted(db.Spec.DeletionPolicy))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(Labels(db, ComponentDatabase)).
 				WithSpec(pod)).
@@ -155,8 +155,10 @@ func instanceAgentContainer(opts Options) *corev1ac.ContainerApplyConfiguration 
 		WithSecurityContext(containerSecurityContext())
 }
 
-// whenDeleted maps spec.deletionPolicy to the StatefulSet's PVC retention:
-// only an explicit Delete deletes the data.
+// whenDeleted maps spec.deletionPolicy to the StatefulSet's PVC retention,
+// both when the StatefulSet is deleted and when it is scaled down (the
+// volumes of the removed standbys): only an explicit Delete deletes the
+// data.
 func whenDeleted(p dbv1.DeletionPolicy) appsv1.PersistentVolumeClaimRetentionPolicyType {
 	if p == dbv1.DeletionPolicyDelete {
 		return appsv1.DeletePersistentVolumeClaimRetentionPolicyType

@@ -366,8 +366,8 @@ func TestStatefulSetRetentionPolicy(t *testing.T) {
 		policy dbv1.DeletionPolicy
 		want   appsv1.PersistentVolumeClaimRetentionPolicyType
 	}{
-		{"deletionPolicy Retain keeps the volumes when the StatefulSet is deleted", dbv1.DeletionPolicyRetain, appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
-		{"deletionPolicy Delete deletes the volumes with the StatefulSet", dbv1.DeletionPolicyDelete, appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
+		{"deletionPolicy Retain keeps the volumes when the StatefulSet is deleted or scaled down", dbv1.DeletionPolicyRetain, appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
+		{"deletionPolicy Delete deletes the volumes with the StatefulSet and with the removed replicas", dbv1.DeletionPolicyDelete, appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
 		{"an unset deletionPolicy keeps the volumes", "", appsv1.RetainPersistentVolumeClaimRetentionPolicyType},
 	}
 	for _, tt := range tests {
@@ -376,7 +376,7 @@ func TestStatefulSetRetentionPolicy(t *testing.T) {
 				sts := statefulSet(t, newDatabase(engine, fixture.WithDeletionPolicy(tt.policy)))
 				want := &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 					WhenDeleted: tt.want,
-					WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+					WhenScaled:  tt.want,
 				}
 				if got := sts.Spec.PersistentVolumeClaimRetentionPolicy; !reflect.DeepEqual(got, want) {
 					t.Errorf("persistentVolumeClaimRetentionPolicy = %+v, want %+v", got, want)
