@@ -7,16 +7,19 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -86,8 +89,9 @@ func main() {
 	flag.DurationVar(&backoffMax, "backoff-max", 5*time.Minute, "Longest retry delay after repeated failures of one Database.")
 	flag.StringVar(&imageRegistry, "image-registry", catalog.DefaultImageRegistry,
 		"Registry and path the official engine images are pulled from, e.g. a mirror.")
-	flag.StringVar(&instanceImage, "instance-image", desired.DefaultInstanceImage,
+	flag.StringVar(&instanceImage, "instance-image", "",
 		"Image of the instance agent (/dbkeeper-instance) that an init container installs in every postgres pod. "+
+			"Empty: the manager's own image when it runs in a pod (POD_NAME and POD_NAMESPACE set), else "+desired.DefaultInstanceImage+". "+
 			"Changing it restarts the postgres pods once, in their StatefulSet's rolling update.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -159,6 +163,12 @@ func main() {
 	}
 
 	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+	if instanceImage == "" {
+		if instanceImage, err = ownImage(mgr.GetAPIReader()); err != nil {
+			log.Error(err, "unable to find the manager's own image for --instance-image; set the flag")
+			os.Exit(1)
+		}
+	}
 
 	if err := (&controller.DatabaseReconciler{
 		Client:    mgr.GetClient(),
@@ -214,4 +224,27 @@ func main() {
 		log.Error(err, "manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+// ownImage returns the image of the manager's own container, which also
+// holds the instance agent, when the manager runs in a pod whose name and
+// namespace the Deployment passes in POD_NAME and POD_NAMESPACE; otherwise
+// desired.DefaultInstanceImage.
+func ownImage(reader client.Reader) (string, error) {
+	name, namespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	if name == "" || namespace == "" {
+		return desired.DefaultInstanceImage, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, pod); err != nil {
+		return "", fmt.Errorf("reading the manager's pod %s/%s: %w", namespace, name, err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == "manager" {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("the manager's pod %s/%s has no container named manager", namespace, name)
 }
