@@ -165,8 +165,9 @@ cert-manager-tools: ## Build cert-manager's controller and cainjector into the c
 
 # Debian packages the real node runs containers with (runc, the CNI plugins,
 # iptables, conntrack, ip) and the engine images are built with (mmdebstrap,
-# and npm for the upstream PostgreSQL binaries where Node.js is not installed).
-HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap $(if $(shell command -v npm),,npm)
+# and npm for the upstream PostgreSQL binaries where Node.js is not installed),
+# and PostgreSQL 15, whose servers the instance agent's test runs as processes.
+HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap postgresql-15 $(if $(shell command -v npm),,npm)
 
 .PHONY: host-packages
 host-packages: ## Install the Debian packages the real node and the engine images need (root; apt-get).

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -127,15 +126,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		a.setPhase(PhaseInitializing)
-		a.startOrRecord(ctx, modePrimary, "", "")
+		_ = a.start(ctx, modePrimary, "", "")
 	case a.boot == bootPrimary:
-		a.startOrRecord(ctx, modePrimary, "", "")
+		_ = a.start(ctx, modePrimary, "", "")
 	default:
 		up, slot := st.Upstream, st.Slot
 		if st.Detached {
 			up, slot = "", ""
 		}
-		a.startOrRecord(ctx, modeStandby, up, slot)
+		_ = a.start(ctx, modeStandby, up, slot)
 	}
 
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -166,13 +165,16 @@ func (a *Agent) saveState() error {
 	return writeState(a.cfg.StateFile, st)
 }
 
-func (a *Agent) startOrRecord(ctx context.Context, mode runMode, upstream, slot string) {
-	if err := a.startServer(ctx, mode, upstream, slot); err != nil {
-		a.recordErr(err)
-	}
+// start starts the server and counts the start; its error is also
+// recorded, so that a failed start shows in the Status even when the
+// action that started it goes on.
+func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) error {
+	err := a.startServer(ctx, mode, upstream, slot)
+	a.recordErr(err)
 	a.mu.Lock()
 	a.startGen++
 	a.mu.Unlock()
+	return err
 }
 
 func (a *Agent) recordErr(err error) {
@@ -244,7 +246,7 @@ func (a *Agent) step(ctx context.Context) {
 	if spec == nil {
 		// Before any Spec: restart the server as it was after an exit.
 		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced {
-			a.startOrRecord(ctx, a.mode, a.runUpstream, a.runSlot)
+			_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
 		}
 		return
 	}
@@ -310,8 +312,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 			return err
 		}
 		if act == actStartPrimary {
-			a.startOrRecord(ctx, modePrimary, "", "")
-			return nil
+			return a.start(ctx, modePrimary, "", "")
 		}
 		if err := a.db.promote(ctx); err != nil {
 			return fmt.Errorf("promoting: %w", err)
@@ -346,8 +347,7 @@ func (a *Agent) becomeStandby(ctx context.Context, spec Spec) error {
 	if err := a.saveState(); err != nil {
 		return err
 	}
-	a.startOrRecord(ctx, modeStandby, spec.Upstream, spec.Slot)
-	return nil
+	return a.start(ctx, modeStandby, spec.Upstream, spec.Slot)
 }
 
 // demote stops the primary with a fast shutdown, whose walsenders send
@@ -385,7 +385,7 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 		a.setPhase(PhaseCloning)
 		if cerr := a.basebackup(ctx, spec.Upstream, spec.Slot); cerr != nil {
 			a.setPhase(PhaseStopped)
-			return fmt.Errorf("pg_rewind from %s failed (%v), and so did cloning again: %w", spec.Upstream, err, cerr)
+			return fmt.Errorf("pg_rewind from %s failed (%w), and so did cloning again: %w", spec.Upstream, err, cerr)
 		}
 		a.mu.Lock()
 		a.notice = fmt.Sprintf("pg_rewind from %s failed (%v): the data directory was cloned again, discarding its WAL past the fork", spec.Upstream, err)
@@ -455,45 +455,6 @@ func (a *Agent) setupPrimary(ctx context.Context, spec Spec) error {
 		a.logf("dropped slot %s", name)
 	}
 	return nil
-}
-
-// ensureHBA appends the replication line to pg_hba.conf when missing and
-// reloads the configuration.
-func (a *Agent) ensureHBA(ctx context.Context) error {
-	path, err := a.db.hbaFile(ctx)
-	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	line := fmt.Sprintf("host replication %s all scram-sha-256", a.cfg.ReplUser)
-	if hasLine(string(data), line) {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(f, "\n# Set by dbkeeper-instance: standbys stream as the replication role.\n%s\n", line)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return a.db.reloadConf(ctx)
-}
-
-func hasLine(text, line string) bool {
-	want := fieldsOf(line)
-	for l := range splitLines(text) {
-		if reflect.DeepEqual(fieldsOf(l), want) {
-			return true
-		}
-	}
-	return false
 }
 
 // poll refreshes what the lease and the status need: on a standby whether

@@ -203,3 +203,16 @@ func TestQuoteLiteral(t *testing.T) {
 		}
 	}
 }
+
+func TestHasLine(t *testing.T) {
+	const line = "host replication repl all scram-sha-256"
+	for text, want := range map[string]bool{
+		"local all all trust\nhost  replication\trepl  all scram-sha-256  # added\n": true,
+		"host replication repl all md5\n":                                            false,
+		"# host replication repl all scram-sha-256\n":                                false,
+	} {
+		if got := hasLine(text, line); got != want {
+			t.Errorf("hasLine(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

@@ -141,9 +141,12 @@ func (a *Agent) status(ctx context.Context) Status {
 	s.InRecovery, s.Timeline = p.InRecovery, p.Timeline
 	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = p.Receive, p.Replay, p.Current
 	s.Streaming = p.InRecovery && p.Streaming && streamingUpstream != ""
-	if s.Streaming && s.LastStreamedSecondsAgo != nil {
+	if s.Streaming {
 		zero := 0.0
 		s.LastStreamedSecondsAgo = &zero
+		a.mu.Lock()
+		a.lastStreamed = now
+		a.mu.Unlock()
 	}
 	if p.InRecovery {
 		return s
@@ -177,7 +180,7 @@ func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Unlock()
 	var p progress
-	var err error = errNotRunning
+	err := errNotRunning
 	if phase == PhaseRunning {
 		p, err = a.db.progress(r.Context())
 	}

@@ -118,7 +118,7 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	for time.Now().Before(deadline) {
 		select {
 		case <-srv.done:
-			return fmt.Errorf("the server exited at its start: %v", srv.err)
+			return fmt.Errorf("the server exited at its start: %w", srv.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
