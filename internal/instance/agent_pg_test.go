@@ -540,6 +540,9 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		return nil
 	})
 	pm := c.postmasterPID(1)
+	if !alive(pm) {
+		t.Fatalf("db-1's postmaster.pid names no running server (pid %d)", pm)
+	}
 	p := c.agents[1]
 	stopStart := time.Now()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
