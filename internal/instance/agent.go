@@ -120,7 +120,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.setPhase(PhaseWaiting)
 	case a.boot == bootInit:
 		a.mu.Lock()
-		a.st = persisted{Role: RolePrimary}
+		a.st = persisted{Role: RolePrimary, Initializing: true}
 		a.mu.Unlock()
 		if err := a.saveState(); err != nil {
 			return err
@@ -156,6 +156,12 @@ func (a *Agent) setPhase(p Phase) {
 	a.mu.Lock()
 	a.phase = p
 	a.mu.Unlock()
+}
+
+func (a *Agent) phaseIs(p Phase) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.phase == p
 }
 
 func (a *Agent) saveState() error {
@@ -239,6 +245,12 @@ func (a *Agent) step(ctx context.Context) {
 	waitStart := time.Now().Before(a.nextStart)
 	a.mu.Unlock()
 
+	if cur.St.Initializing && running && a.phaseIs(PhaseRunning) {
+		a.mu.Lock()
+		a.st.Initializing = false
+		a.mu.Unlock()
+		a.recordErr(a.saveState())
+	}
 	if fence {
 		a.recordErr(a.fence(fmt.Sprintf("the primary lease ran out %.1f s ago and not every standby streams", -remaining.Seconds())))
 		return

@@ -205,6 +205,26 @@ func (c *cluster) postmasterPID(i int) int {
 	return pid
 }
 
+// zombieChildren lists the zombie processes whose parent is ppid.
+func zombieChildren(ppid int) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		rest := string(data)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		if f := strings.Fields(rest); len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(ppid) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 // kill kills ordinal i's agent and its server with SIGKILL, as a lost pod.
@@ -364,6 +384,20 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	c.start(0)
 	took := c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
 	t.Logf("db-0 initialized and ready as primary, with no Spec, after %v", took.Round(100*time.Millisecond))
+	// The entrypoint's temporary server, an orphan once pg_ctl exited, is
+	// reaped: the agent is its subreaper here, as PID 1 in a pod.
+	c.waitFor("no zombie child of db-0's agent", 10*time.Second, func() error {
+		if z := zombieChildren(c.agents[0].cmd.Process.Pid); len(z) > 0 {
+			return fmt.Errorf("zombies %v", z)
+		}
+		return nil
+	})
+	c.waitFor("the state file to forget the initialization", 5*time.Second, func() error {
+		if state, _ := os.ReadFile(filepath.Join(c.dir(0), "volume", "state.json")); strings.Contains(string(state), "initializing") {
+			return fmt.Errorf("state file: %s", state)
+		}
+		return nil
+	})
 	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
 

@@ -36,13 +36,14 @@ func (p bootPlan) String() string {
 	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only"}[p]
 }
 
-// decideBoot chooses the start: only ordinal 0 with no state file
-// initializes an empty data directory by itself (a new Database's first
-// server), and only a primary that never had standbys and was not fenced
-// restarts writable without the operator.
+// decideBoot chooses the start: only ordinal 0 with no state file (or
+// with the state of an interrupted initialization) initializes an empty
+// data directory by itself (a new Database's first server), and only a
+// primary that never had standbys and was not fenced restarts writable
+// without the operator.
 func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPlan {
 	switch {
-	case !haveData && ordinal == 0 && !haveState:
+	case !haveData && ordinal == 0 && (!haveState || st.Initializing):
 		return bootInit
 	case !haveData:
 		return bootWait

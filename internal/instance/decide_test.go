@@ -17,6 +17,7 @@ func TestDecideBoot(t *testing.T) {
 	}{
 		{"ordinal 0 with an empty directory and no state initializes", false, 0, persisted{}, false, bootInit},
 		{"ordinal 0 with an empty directory and a state waits (it had data once)", false, 0, persisted{Role: RolePrimary}, true, bootWait},
+		{"ordinal 0 whose initialization was interrupted initializes again", false, 0, persisted{Role: RolePrimary, Initializing: true}, true, bootInit},
 		{"another ordinal with an empty directory waits", false, 1, persisted{}, false, bootWait},
 		{"a single server restarts writable", true, 0, persisted{Role: RolePrimary}, true, bootPrimary},
 		{"a primary that had standbys starts read-only", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootStandby},

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // procs starts the agent's child processes and, when the agent is PID 1,
@@ -74,10 +76,14 @@ func (e *toolError) Error() string { return e.name + ": " + e.err.Error() + ": "
 
 // reap runs until ctx ends: on every SIGCHLD, and every few seconds in
 // case one was coalesced, it reaps the zombie children that are not
-// tracked. It does nothing unless the agent is PID 1.
+// tracked. As PID 1 the orphans of the container are the agent's; as any
+// other process (tests) it makes itself their child subreaper, so that the
+// same code runs.
 func (p *procs) reap(ctx context.Context) {
 	if os.Getpid() != 1 {
-		return
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return
+		}
 	}
 	ch := make(chan os.Signal, 8)
 	signal.Notify(ch, syscall.SIGCHLD)

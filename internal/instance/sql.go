@@ -62,17 +62,24 @@ func (d *db) ping(ctx context.Context) error {
 	})
 }
 
+// promote runs pg_promote on a connection of its own, so that the
+// status and readiness queries are not held up while it waits.
 func (d *db) promote(ctx context.Context) error {
-	return d.with(ctx, 70*time.Second, func(ctx context.Context, c *pgx.Conn) error {
-		var ok bool
-		if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			return errors.New("pg_promote did not finish within 60 s")
-		}
-		return nil
-	})
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, d.connString)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("pg_promote did not finish within 60 s")
+	}
+	return nil
 }
 
 // ensureReplicationRole creates the replication role, or sets its

@@ -30,6 +30,10 @@ type persisted struct {
 	Detached bool   `json:"detached,omitempty"`
 	// StoppedLSN is the shutdown checkpoint of the last clean demotion.
 	StoppedLSN string `json:"stoppedLSN,omitempty"`
+	// Initializing is true from the start of ordinal 0's initialization
+	// until its server first answered: an interrupted initialization is
+	// started again, and nothing else is ever initialized twice.
+	Initializing bool `json:"initializing,omitempty"`
 }
 
 // readState reads the state file; ok is false when there is none.
