@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -43,7 +44,7 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec Spec
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
 		http.Error(w, "decoding the Spec: "+err.Error(), http.StatusBadRequest)
