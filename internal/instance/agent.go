@@ -48,6 +48,8 @@ type Agent struct {
 	startGen      int       // incremented by every start and promotion
 	ensured       int       // startGen of the last successful primary setup, -1 none
 	nextStart     time.Time // no restart before, after an unexpected exit
+	retryAt       time.Time // no new attempt before, after a failed action
+	retryGen      int       // specGen of that failure
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it
@@ -266,6 +268,9 @@ func (a *Agent) step(ctx context.Context) {
 	if waitStart && (act == actStartPrimary || act == actStartStandby) {
 		return
 	}
+	if act != actFence && act != actNone && a.backingOff() {
+		return
+	}
 	if act != actNone {
 		a.logf("converging on %s: %s", describeSpec(*spec), act)
 	}
@@ -274,6 +279,19 @@ func (a *Agent) step(ctx context.Context) {
 		err = a.setupPrimary(ctx, *spec)
 	}
 	a.recordErr(err)
+	a.mu.Lock()
+	if err != nil && act != actNone && act != actWait {
+		a.retryAt, a.retryGen = time.Now().Add(2*time.Second), a.specGen
+	}
+	a.mu.Unlock()
+}
+
+// backingOff is true for a while after an action failed, unless a new
+// Spec arrived since: a failing clone or rewind is not retried in a loop.
+func (a *Agent) backingOff() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.retryGen == a.specGen && time.Now().Before(a.retryAt)
 }
 
 func describeSpec(s Spec) string {
@@ -314,6 +332,9 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 			a.setPhase(PhaseWaiting)
 			return fmt.Errorf("cloning from %s: %w", spec.Upstream, err)
 		}
+		a.mu.Lock()
+		a.st.Role, a.st.Fenced, a.st.HasSlots, a.st.Initializing = RoleReplica, false, false, false
+		a.mu.Unlock()
 		return a.becomeStandby(ctx, spec)
 	case actStartPrimary, actPromote:
 		a.mu.Lock()
@@ -393,6 +414,12 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.rewind(ctx, spec.Upstream)
 	if err != nil {
+		// Never discard the data because the upstream is unreachable:
+		// re-clone only from a primary that answers.
+		if perr := a.db.pingRemote(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); perr != nil {
+			a.setPhase(PhaseStopped)
+			return fmt.Errorf("pg_rewind from %s failed, and %s does not answer (%w): will try again", spec.Upstream, spec.Upstream, perr)
+		}
 		a.logf("pg_rewind failed: %v; cloning again", err)
 		a.setPhase(PhaseCloning)
 		if cerr := a.basebackup(ctx, spec.Upstream, spec.Slot); cerr != nil {

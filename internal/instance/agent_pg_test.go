@@ -31,6 +31,7 @@ const (
 	userPassword = `us:er\pass'word`
 	slot0        = instance.SlotPrefix + "0"
 	slot1        = instance.SlotPrefix + "1"
+	slot2        = instance.SlotPrefix + "2"
 )
 
 // cluster is a set of agents run as plain processes on one host: agent i
@@ -118,7 +119,7 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c.port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	for i := range 2 {
+	for i := range 3 {
 		for _, port := range []int{c.port, instance.Port} {
 			l, err := net.Listen("tcp", net.JoinHostPort(c.ip(i), strconv.Itoa(port)))
 			if err != nil {
@@ -131,7 +132,7 @@ func newCluster(t *testing.T) *cluster {
 		"-c", "port=" + strconv.Itoa(c.port),
 		"-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s",
 		"-c", "max_wal_senders=10", "-c", "max_replication_slots=10",
-		"-c", "shared_buffers=16MB", "-c", "fsync=off", "-c", "max_connections=20",
+		"-c", "shared_buffers=16MB", "-c", "fsync=off",
 	}
 	c.started = time.Now()
 	t.Cleanup(c.cleanup)
@@ -151,13 +152,7 @@ func (c *cluster) chown(path string) {
 // ordinal i.
 func (c *cluster) start(i int) {
 	c.t.Helper()
-	for _, d := range []string{c.dir(i), filepath.Join(c.dir(i), "volume"), c.pgdata(i), c.socketDir(i)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			c.t.Fatal(err)
-		}
-		c.chown(d)
-	}
-	_ = os.Chmod(c.dir(i), 0o755)
+	c.prepareDirs(i)
 	logPath := filepath.Join(c.dir(i), "agent.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -193,6 +188,18 @@ func (c *cluster) start(i int) {
 	p := &agentProc{ordinal: i, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	c.agents[i] = p
+}
+
+// prepareDirs makes ordinal i's directories, owned by the servers' user.
+func (c *cluster) prepareDirs(i int) {
+	c.t.Helper()
+	for _, d := range []string{c.dir(i), filepath.Join(c.dir(i), "volume"), c.pgdata(i), c.socketDir(i)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			c.t.Fatal(err)
+		}
+		c.chown(d)
+	}
+	_ = os.Chmod(c.dir(i), 0o755)
 }
 
 // postmasterPID reads ordinal i's postmaster.pid, 0 when none.
@@ -273,7 +280,7 @@ func (c *cluster) cleanup() {
 			_ = syscall.Kill(pm, syscall.SIGKILL)
 		}
 	}
-	for i := range 2 {
+	for i := range 3 {
 		if pm := c.postmasterPID(i); alive(pm) {
 			_ = syscall.Kill(pm, syscall.SIGKILL)
 		}
@@ -370,11 +377,13 @@ func parseLSN(t *testing.T, s string) uint64 {
 	return h<<32 | l
 }
 
-// TestAgentWithPostgreSQL runs two agents and their PostgreSQL 15 servers
-// through a Database's life: ordinal 0 initializes itself, ordinal 1
-// clones and streams, a switchover loses no row, the lease keeps a primary
-// while its standby streams and fences it when the standby stops, and a
-// killed primary rejoins through pg_rewind after its standby was promoted.
+// TestAgentWithPostgreSQL runs three agents and their PostgreSQL 15
+// servers through a Database's life: ordinal 0 initializes itself, ordinal
+// 1 clones and streams, a switchover loses no row, the lease keeps a
+// primary while its standby streams, a killed primary rejoins through
+// pg_rewind after its standby was promoted, a data directory pg_rewind
+// refuses is cloned again, and the lease fences the primary when its
+// standby stops.
 func TestAgentWithPostgreSQL(t *testing.T) {
 	c := newCluster(t)
 	h0, h1 := c.ip(0), c.ip(1)
@@ -535,6 +544,43 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	}
 	if log, _ := os.ReadFile(filepath.Join(c.dir(1), "agent.log")); !strings.Contains(string(log), "rewinding from") || strings.Contains(string(log), "cloning again") {
 		t.Errorf("db-1's log does not show a successful pg_rewind")
+	}
+
+	// A data directory pg_rewind cannot rewind (another cluster's, left
+	// by a primary) is cloned again, and the Status says so.
+	c.prepareDirs(2)
+	initdb := exec.Command(filepath.Join(pgBin, "initdb"), "-D", c.pgdata(2), "-U", "app", "--auth=trust")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	initdb.Env = []string{"LANG=C.UTF-8", "PATH=" + pgBin + ":/usr/bin:/bin"}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("initdb of a foreign cluster: %v\n%s", err, out)
+	}
+	statePath := filepath.Join(c.dir(2), "volume", "state.json")
+	if err := os.WriteFile(statePath, []byte(`{"role": "primary", "hasSlots": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.chown(statePath)
+	c.start(2)
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60})
+	c.waitFor("db-2 up read-only", 30*time.Second, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(2), token)
+		if err != nil || st.Phase != instance.PhaseRunning || !st.InRecovery {
+			return fmt.Errorf("status %+v, %w", st, err)
+		}
+		return nil
+	})
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2})
+	c.waitFor("db-2 cloned again and streaming from db-0 with row 2000", 60*time.Second, func() error {
+		if err := c.ready(2); err != nil {
+			return err
+		}
+		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
+			return fmt.Errorf("row 2000: count %q, %w", got, err)
+		}
+		return nil
+	})
+	if st := c.status(2); !strings.Contains(st.Error, "cloned again") {
+		t.Errorf("db-2's status does not report the re-clone: error %q", st.Error)
 	}
 
 	// Fencing: db-0's lease runs out while db-1 streams (kept), then db-1

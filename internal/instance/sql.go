@@ -82,6 +82,19 @@ func (d *db) promote(ctx context.Context) error {
 	return nil
 }
 
+// pingRemote connects to another server with conninfo (its password
+// from the password file) and pings it.
+func (d *db) pingRemote(ctx context.Context, conninfo string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	return c.Ping(ctx)
+}
+
 // ensureReplicationRole creates the replication role, or sets its
 // password, attributes and login when it exists.
 func (d *db) ensureReplicationRole(ctx context.Context, user, password string) error {
