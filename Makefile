@@ -165,8 +165,9 @@ cert-manager-tools: ## Build cert-manager's controller and cainjector into the c
 
 # Debian packages the real node runs containers with (runc, the CNI plugins,
 # iptables, conntrack, ip) and the engine images are built with (mmdebstrap,
-# and npm for the upstream PostgreSQL binaries where Node.js is not installed).
-HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap $(if $(shell command -v npm),,npm)
+# and npm for the upstream PostgreSQL binaries where Node.js is not installed),
+# and PostgreSQL 15, whose servers the instance agent's test runs as processes.
+HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap postgresql-15 $(if $(shell command -v npm),,npm)
 
 .PHONY: host-packages
 host-packages: ## Install the Debian packages the real node and the engine images need (root; apt-get).
@@ -182,7 +183,7 @@ k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (co
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)" "$(K8S_VERSION)"
 
 .PHONY: engine-images
-engine-images: ## Build the pause, postgres (15, 17) and mariadb images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+engine-images: ## Build the pause, postgres (15, 17), mariadb and instance-agent images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
 	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment

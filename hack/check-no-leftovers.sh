@@ -4,7 +4,8 @@
 # cert-manager controller or cainjector started from CERT_MANAGER_ASSETS (when
 # set), or a real node's process from DBKEEPER_NODE_TOOLS (when set), is
 # still running, or when a real node left its bridge, cgroup, iptables chains,
-# state file or a mount under a devcluster run directory: tests must undo
+# state file or a mount under a devcluster run directory, or an instance
+# agent's test left an agent or a server: tests must undo
 # everything they start or make.
 set -euo pipefail
 dirs=("${KUBEBUILDER_ASSETS:?KUBEBUILDER_ASSETS is not set}")
@@ -30,6 +31,12 @@ if command -v iptables >/dev/null && iptables -w 5 -t mangle -S 2>/dev/null | gr
 fi
 if grep -q ' /tmp/[^ ]*/node/' /proc/self/mountinfo; then
 	left+="mounts under a real node's run directory: $(grep -o ' /tmp/[^ ]*/node/[^ ]*' /proc/self/mountinfo | head -3 | tr '\n' ' ')"$'\n'
+fi
+# The instance agent's test: its agents and their PostgreSQL servers carry
+# the test's directory in their arguments.
+found=$(ps -eo pid=,args= | grep -F /dbkeeper-instance-test- | grep -v grep || true)
+if [[ -n "$found" ]]; then
+	left+="$found"$'\n'
 fi
 for dir in "${dirs[@]}"; do
 	found=$(ps -eo pid=,args= | awk -v d="$dir/" 'index($2, d) == 1 { print }' || true)

@@ -30,13 +30,19 @@ tool=$dir/.bin/ociimage
 (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$tool" ./test/images/cmd/ociimage)
 
 # list_set NAME FILE replaces NAME's line in images.txt, atomically, so that a
-# reader (devcluster polls it) never sees a half-written list.
+# reader (devcluster polls it) never sees a half-written list. Lines whose
+# archive is gone go too: an image whose tag follows its content (the
+# instance image) leaves its old tag's line behind.
 list_set() {
-	local tmp
+	local tmp name file
 	tmp=$(mktemp "$dir/.images.txt.XXXXXX")
 	{
 		if [[ -f $list ]]; then
-			awk -v n="$1" '$1 != n' "$list"
+			while read -r name file; do
+				if [[ $name != "$1" && -f $file ]]; then
+					printf '%s %s\n' "$name" "$file"
+				fi
+			done <"$list"
 		fi
 		printf '%s %s\n' "$1" "$2"
 	} | sort >"$tmp"

@@ -120,11 +120,11 @@ func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 
 // helperImage returns the image of the local-path provisioner's helper pods,
 // which make and remove the volume directories with /bin/sh: the first
-// listed image that is not the sandbox image (the engine images have a
-// shell; the sandbox image has nothing but its one program).
+// listed image that is neither the sandbox image nor the instance image (the
+// engine images have a shell; those two have nothing but their one program).
 func (n *realNode) helperImage() string {
 	for _, img := range n.images {
-		if img.Name != SandboxImage {
+		if img.Name != SandboxImage && !strings.HasPrefix(img.Name, InstanceImageRepository+":") {
 			return img.Name
 		}
 	}

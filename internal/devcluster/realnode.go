@@ -54,6 +54,11 @@ const (
 // runs; it must be listed in the images directory's images.txt.
 const SandboxImage = "dbkeeper.local/pause:3.10"
 
+// InstanceImageRepository is the repository of the instance image, which
+// holds only the static instance agent (test/images/dbkeeper-instance); its
+// tag follows the binary's content.
+const InstanceImageRepository = "dbkeeper.local/dbkeeper-instance"
+
 // realNodeStartTimeout bounds the real node's start-up (importing the images
 // is most of it) when Start's context has no deadline.
 const realNodeStartTimeout = 5 * time.Minute

@@ -122,22 +122,22 @@ const ExemptReplyWindow = 2 * time.Second
 type Phase string
 
 const (
-	// PhaseWaiting: the data directory is empty and the agent waits for a
+	// PhaseWaiting means the data directory is empty and the agent waits for a
 	// Spec that says how to fill it (ordinal 0 of a new Database
 	// initializes it by itself).
 	PhaseWaiting Phase = "Waiting"
-	// PhaseInitializing: the image's entrypoint is running initdb.
+	// PhaseInitializing means the image's entrypoint is running initdb.
 	PhaseInitializing Phase = "Initializing"
-	// PhaseCloning: pg_basebackup from Spec.Upstream is running.
+	// PhaseCloning means pg_basebackup from Spec.Upstream is running.
 	PhaseCloning Phase = "Cloning"
-	// PhaseRewinding: pg_rewind against Spec.Upstream is running.
+	// PhaseRewinding means pg_rewind against Spec.Upstream is running.
 	PhaseRewinding Phase = "Rewinding"
-	// PhaseRunning: the server is up.
+	// PhaseRunning means the server is up.
 	PhaseRunning Phase = "Running"
-	// PhaseStopped: the server is down and the agent is about to start it,
+	// PhaseStopped means the server is down and the agent is about to start it,
 	// or waits for a Spec (a former primary that was not demoted cleanly).
 	PhaseStopped Phase = "Stopped"
-	// PhaseFenced: the server is down and stays down.
+	// PhaseFenced means the server is down and stays down.
 	PhaseFenced Phase = "Fenced"
 )
 

@@ -31,7 +31,7 @@ import (
 const password = `p'a"ss \w$rd 1`
 
 // engineImages reads images.txt: image name to archive, for the engine
-// images (not pause).
+// images (not pause, not the instance image).
 func engineImages(t *testing.T) map[string]string {
 	t.Helper()
 	list := filepath.Join(devcluster.DefaultImagesDir(), "images.txt")
@@ -50,7 +50,7 @@ func engineImages(t *testing.T) map[string]string {
 		if !ok {
 			t.Fatalf("%s: line %q: want '<name> <file>'", list, sc.Text())
 		}
-		if !strings.Contains(name, "/pause:") {
+		if !strings.Contains(name, "/pause:") && !strings.HasPrefix(name, devcluster.InstanceImageRepository+":") {
 			out[name] = file
 		}
 	}

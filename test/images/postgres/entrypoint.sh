@@ -31,7 +31,9 @@ fi
 
 : "${PGDATA:=/var/lib/postgresql/data}"
 export PGDATA
-socket_dir=/var/run/postgresql
+# DBKEEPER_SOCKET_DIR moves the Unix socket, for tests that run several
+# servers on one host (the instance agent sets it for the server too).
+socket_dir=${DBKEEPER_SOCKET_DIR:-/var/run/postgresql}
 
 if [[ $(id -u) == 0 ]]; then
 	mkdir -p "$PGDATA" "$socket_dir"

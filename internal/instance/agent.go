@@ -1,0 +1,541 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Agent runs the PostgreSQL server as its child and converges it on the
+// last Spec it received. One goroutine, Run's loop, starts, stops and
+// changes the server; the HTTP handlers only record the Spec, read a
+// snapshot and query the server.
+type Agent struct {
+	cfg    Config
+	procs  *procs
+	db     *db
+	kickCh chan struct{}
+	log    *log.Logger
+
+	mu       sync.Mutex
+	spec     *Spec
+	specGen  int // incremented by every PUT
+	fenceGen int // specGen at the last fence: that Spec may not undo it
+	st       persisted
+	phase    Phase
+	lastErr  string
+	notice   string // a sticky report (a re-clone), until the Spec changes
+	srv      *server
+	mode     runMode // how the server was last started or promoted
+	// runUpstream and runSlot are the running standby's primary_conninfo
+	// host and slot.
+	runUpstream, runSlot string
+	boot                 bootPlan
+	// leaseDeadline is when the primary's lease runs out (monotonic);
+	// zero when no lease was granted.
+	leaseDeadline time.Time
+	streamingNow  bool
+	lastStreamed  time.Time // zero: never seen streaming
+	replies       map[string]replySeen
+	seen          []slotSeen
+	startGen      int       // incremented by every start and promotion
+	ensured       int       // startGen of the last successful primary setup, -1 none
+	nextStart     time.Time // no restart before, after an unexpected exit
+	retryAt       time.Time // no new attempt before, after a failed action
+	retryGen      int       // specGen of that failure
+}
+
+// replySeen tracks a standby's reply_time: when, by the agent's clock, it
+// last changed. The standby's clock is never compared with the agent's.
+type replySeen struct {
+	value   time.Time
+	changed time.Time // zero: not seen changing yet
+}
+
+// New returns an agent for cfg.
+func New(cfg Config) *Agent {
+	return &Agent{
+		cfg:      cfg,
+		procs:    newProcs(),
+		db:       newDB(cfg.SocketDir, cfg.Port, cfg.User),
+		kickCh:   make(chan struct{}, 1),
+		log:      log.New(os.Stderr, "dbkeeper-instance: ", log.LstdFlags|log.LUTC),
+		fenceGen: -1,
+		ensured:  -1,
+		replies:  map[string]replySeen{},
+	}
+}
+
+func (a *Agent) logf(format string, args ...any) { a.log.Printf(format, args...) }
+
+// kick wakes the loop.
+func (a *Agent) kick() {
+	select {
+	case a.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves HTTP and runs the server until ctx ends, then stops the
+// server with a fast shutdown and returns.
+func (a *Agent) Run(ctx context.Context) error {
+	st, haveState, err := readState(a.cfg.StateFile)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.cfg.SocketDir, 0o2775); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go a.procs.reap(ctx)
+
+	a.mu.Lock()
+	a.st = st
+	a.boot = decideBoot(a.haveData(), a.cfg.Ordinal, st, haveState)
+	if st.Fenced {
+		a.fenceGen = 0
+	}
+	a.mu.Unlock()
+	a.logf("listening on %s; pod %s; data %s; at start: %s", ln.Addr(), a.cfg.PodName, a.cfg.PGData, a.boot)
+
+	switch {
+	case st.Fenced:
+		a.setPhase(PhaseFenced)
+	case a.boot == bootWait:
+		a.setPhase(PhaseWaiting)
+	case a.boot == bootInit:
+		a.mu.Lock()
+		a.st = persisted{Role: RolePrimary, Initializing: true}
+		a.mu.Unlock()
+		if err := a.saveState(); err != nil {
+			return err
+		}
+		a.setPhase(PhaseInitializing)
+		_ = a.start(ctx, modePrimary, "", "")
+	case a.boot == bootPrimary:
+		_ = a.start(ctx, modePrimary, "", "")
+	default:
+		up, slot := st.Upstream, st.Slot
+		if st.Detached {
+			up, slot = "", ""
+		}
+		_ = a.start(ctx, modeStandby, up, slot)
+	}
+
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.logf("stopping: fast shutdown of the server")
+			a.stopServer(0)
+			return nil
+		case <-tick.C:
+		case <-a.kickCh:
+		}
+		a.step(ctx)
+	}
+}
+
+func (a *Agent) setPhase(p Phase) {
+	a.mu.Lock()
+	a.phase = p
+	a.mu.Unlock()
+}
+
+func (a *Agent) phaseIs(p Phase) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.phase == p
+}
+
+func (a *Agent) saveState() error {
+	a.mu.Lock()
+	st := a.st
+	a.mu.Unlock()
+	return writeState(a.cfg.StateFile, st)
+}
+
+// start starts the server and counts the start; its error is also
+// recorded, so that a failed start shows in the Status even when the
+// action that started it goes on.
+func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) error {
+	err := a.startServer(ctx, mode, upstream, slot)
+	a.recordErr(err)
+	a.mu.Lock()
+	a.startGen++
+	a.mu.Unlock()
+	return err
+}
+
+func (a *Agent) recordErr(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err == nil {
+		a.lastErr = ""
+		return
+	}
+	if a.lastErr != err.Error() {
+		a.logf("error: %v", err)
+	}
+	a.lastErr = err.Error()
+}
+
+// running reports whether the server process is up, noticing an exit.
+func (a *Agent) running() bool {
+	a.mu.Lock()
+	srv := a.srv
+	a.mu.Unlock()
+	if srv == nil {
+		return false
+	}
+	select {
+	case <-srv.done:
+	default:
+		return true
+	}
+	a.logf("the server exited unexpectedly: %v", srv.err)
+	a.db.close()
+	a.mu.Lock()
+	a.srv = nil
+	a.phase = PhaseStopped
+	a.streamingNow = false
+	a.nextStart = time.Now().Add(2 * time.Second)
+	a.mu.Unlock()
+	return false
+}
+
+// step is one pass of the loop: track replication, check the lease, and
+// take the next action towards the Spec.
+func (a *Agent) step(ctx context.Context) {
+	running := a.running()
+	if running {
+		a.poll(ctx)
+	}
+	a.mu.Lock()
+	var spec *Spec
+	if a.spec != nil {
+		s := *a.spec
+		spec = &s
+	}
+	remaining := time.Until(a.leaseDeadline)
+	noLease := a.leaseDeadline.IsZero()
+	exempt := running && spec != nil && leaseExempt(spec.Slots, a.seen)
+	fence := mustFence(a.mode, a.st, noLease, remaining, exempt)
+	cur := current{
+		HaveData: a.haveData(), Running: running, Mode: a.mode,
+		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
+		FencedSinceSpec: a.st.Fenced && a.fenceGen == a.specGen,
+	}
+	waitStart := time.Now().Before(a.nextStart)
+	a.mu.Unlock()
+
+	if cur.St.Initializing && running && a.phaseIs(PhaseRunning) {
+		a.mu.Lock()
+		a.st.Initializing = false
+		a.mu.Unlock()
+		a.recordErr(a.saveState())
+	}
+	if fence {
+		a.recordErr(a.fence(fmt.Sprintf("the primary lease ran out %.1f s ago and not every standby streams", -remaining.Seconds())))
+		return
+	}
+	if spec == nil {
+		// Before any Spec: restart the server as it was after an exit.
+		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced {
+			_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
+		}
+		return
+	}
+	act := decide(cur, *spec)
+	if waitStart && (act == actStartPrimary || act == actStartStandby) {
+		return
+	}
+	if act != actFence && act != actNone && a.backingOff() {
+		return
+	}
+	if act != actNone {
+		a.logf("converging on %s: %s", describeSpec(*spec), act)
+	}
+	err := a.apply(ctx, act, *spec)
+	if err == nil && spec.Role == RolePrimary && (act == actNone || act == actPromote || act == actStartPrimary) {
+		err = a.setupPrimary(ctx, *spec)
+	}
+	a.recordErr(err)
+	a.mu.Lock()
+	if err != nil && act != actNone && act != actWait {
+		a.retryAt, a.retryGen = time.Now().Add(2*time.Second), a.specGen
+	}
+	a.mu.Unlock()
+}
+
+// backingOff is true for a while after an action failed, unless a new
+// Spec arrived since: a failing clone or rewind is not retried in a loop.
+func (a *Agent) backingOff() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.retryGen == a.specGen && time.Now().Before(a.retryAt)
+}
+
+func describeSpec(s Spec) string {
+	switch {
+	case s.Role == RoleReplica && s.Upstream == "":
+		return "replica (detached)"
+	case s.Role == RoleReplica:
+		return fmt.Sprintf("replica of %s (slot %q)", s.Upstream, s.Slot)
+	case s.Role == RolePrimary:
+		return fmt.Sprintf("primary (slots %v, lease %d s)", s.Slots, s.LeaseSeconds)
+	}
+	return string(s.Role)
+}
+
+// apply takes one action.
+func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
+	switch act {
+	case actNone:
+		return nil
+	case actWait:
+		if !a.haveData() {
+			a.setPhase(PhaseWaiting)
+			if spec.Role == RolePrimary {
+				return errors.New("the data directory is empty: only ordinal 0 initializes one, at its first start; send a replica Spec with an upstream to clone it")
+			}
+			return nil
+		}
+		if spec.Role == RolePrimary {
+			return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
+		}
+		return nil
+	case actFence:
+		return a.fence("the Spec says fenced")
+	case actClone:
+		a.setPhase(PhaseCloning)
+		a.logf("cloning from %s through slot %q", spec.Upstream, spec.Slot)
+		if err := a.basebackup(ctx, spec.Upstream, spec.Slot); err != nil {
+			a.setPhase(PhaseWaiting)
+			return fmt.Errorf("cloning from %s: %w", spec.Upstream, err)
+		}
+		a.mu.Lock()
+		a.st.Role, a.st.Fenced, a.st.HasSlots, a.st.Initializing = RoleReplica, false, false, false
+		a.mu.Unlock()
+		return a.becomeStandby(ctx, spec)
+	case actStartPrimary, actPromote:
+		a.mu.Lock()
+		a.st.Role, a.st.Fenced, a.st.HasSlots = RolePrimary, false, len(spec.Slots) > 0
+		a.st.Upstream, a.st.Slot, a.st.Detached = "", "", false
+		a.mu.Unlock()
+		if err := a.saveState(); err != nil {
+			return err
+		}
+		if act == actStartPrimary {
+			return a.start(ctx, modePrimary, "", "")
+		}
+		if err := a.db.promote(ctx); err != nil {
+			return fmt.Errorf("promoting: %w", err)
+		}
+		a.logf("promoted")
+		a.mu.Lock()
+		a.mode, a.runUpstream, a.runSlot = modePrimary, "", ""
+		a.startGen++
+		a.mu.Unlock()
+		return nil
+	case actDemote:
+		return a.demote(ctx, spec)
+	case actRewind:
+		return a.rejoin(ctx, spec)
+	case actStartStandby, actRestartStandby:
+		a.stopServer(30 * time.Second)
+		return a.becomeStandby(ctx, spec)
+	}
+	return fmt.Errorf("unknown action %v", act)
+}
+
+// becomeStandby records and starts the server as a standby of spec's
+// upstream. A data directory left by a primary that was not demoted
+// cleanly keeps its Role, so that following an upstream later rewinds it.
+func (a *Agent) becomeStandby(ctx context.Context, spec Spec) error {
+	a.mu.Lock()
+	if spec.Upstream != "" {
+		a.st.Upstream, a.st.Slot = spec.Upstream, spec.Slot
+	}
+	a.st.Detached = spec.Upstream == ""
+	a.mu.Unlock()
+	if err := a.saveState(); err != nil {
+		return err
+	}
+	return a.start(ctx, modeStandby, spec.Upstream, spec.Slot)
+}
+
+// demote stops the primary with a fast shutdown, whose walsenders send
+// every WAL record up to the shutdown checkpoint to the standbys, records
+// that checkpoint, and starts the server as a standby.
+func (a *Agent) demote(ctx context.Context, spec Spec) error {
+	a.logf("demoting: fast shutdown")
+	if !a.stopServer(60 * time.Second) {
+		return errors.New("demoting: the fast shutdown did not finish; the server will be rewound")
+	}
+	cd, err := a.controlData(ctx)
+	if err != nil {
+		return fmt.Errorf("demoting: %w", err)
+	}
+	if state := cd["Database cluster state"]; state != "shut down" {
+		return fmt.Errorf("demoting: the cluster state is %q, not \"shut down\"", state)
+	}
+	a.mu.Lock()
+	a.st.Role, a.st.HasSlots, a.st.StoppedLSN = RoleReplica, false, cd["Latest checkpoint location"]
+	lsn := a.st.StoppedLSN
+	a.mu.Unlock()
+	a.logf("demoted: shutdown checkpoint at %s", lsn)
+	return a.becomeStandby(ctx, spec)
+}
+
+// rejoin makes a former primary that was not demoted cleanly a standby of
+// spec's upstream: pg_rewind, or, when that fails, a new clone.
+func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
+	a.stopServer(30 * time.Second)
+	a.setPhase(PhaseRewinding)
+	a.logf("rewinding from %s", spec.Upstream)
+	out, err := a.rewind(ctx, spec.Upstream)
+	if err != nil {
+		// Never discard the data because the upstream is unreachable:
+		// re-clone only from a primary that answers.
+		if perr := a.db.pingRemote(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); perr != nil {
+			a.setPhase(PhaseStopped)
+			return fmt.Errorf("pg_rewind from %s failed, and %s does not answer (%w): will try again", spec.Upstream, spec.Upstream, perr)
+		}
+		a.logf("pg_rewind failed: %v; cloning again", err)
+		a.setPhase(PhaseCloning)
+		if cerr := a.basebackup(ctx, spec.Upstream, spec.Slot); cerr != nil {
+			a.setPhase(PhaseStopped)
+			return fmt.Errorf("pg_rewind from %s failed (%w), and so did cloning again: %w", spec.Upstream, err, cerr)
+		}
+		a.mu.Lock()
+		a.notice = fmt.Sprintf("pg_rewind from %s failed (%v): the data directory was cloned again, discarding its WAL past the fork", spec.Upstream, err)
+		a.mu.Unlock()
+	} else if out != "" {
+		a.logf("pg_rewind: %s", out)
+	}
+	a.mu.Lock()
+	a.st.Role, a.st.Fenced, a.st.HasSlots = RoleReplica, false, false
+	a.mu.Unlock()
+	return a.becomeStandby(ctx, spec)
+}
+
+// fence stops the server (immediately after 10 s) and keeps it down.
+func (a *Agent) fence(reason string) error {
+	a.logf("fencing: %s", reason)
+	a.stopServer(10 * time.Second)
+	a.mu.Lock()
+	a.st.Fenced = true
+	a.fenceGen = a.specGen
+	a.phase = PhaseFenced
+	a.mu.Unlock()
+	return a.saveState()
+}
+
+// setupPrimary makes the primary serve its standbys: the replication role
+// and its pg_hba.conf line once per start or promotion, then the slots
+// the Spec lists. Cheap when nothing changed: it compares the slots with
+// the last poll.
+func (a *Agent) setupPrimary(ctx context.Context, spec Spec) error {
+	a.mu.Lock()
+	gen, ensured := a.startGen, a.ensured
+	hasSlots := len(spec.Slots) > 0
+	changed := a.st.HasSlots != hasSlots
+	a.st.HasSlots = hasSlots
+	a.mu.Unlock()
+	if changed {
+		if err := a.saveState(); err != nil {
+			return err
+		}
+	}
+	if gen != ensured {
+		if err := a.db.ensureReplicationRole(ctx, a.cfg.ReplUser, a.cfg.ReplPassword); err != nil {
+			return fmt.Errorf("replication role: %w", err)
+		}
+		if err := a.ensureHBA(ctx); err != nil {
+			return fmt.Errorf("pg_hba.conf: %w", err)
+		}
+		a.mu.Lock()
+		a.ensured = gen
+		a.mu.Unlock()
+		a.poll(ctx)
+	}
+	a.mu.Lock()
+	seen := slices.Clone(a.seen)
+	a.mu.Unlock()
+	for _, name := range slotsToCreate(spec.Slots, seen) {
+		if err := a.db.createSlot(ctx, name); err != nil {
+			return fmt.Errorf("creating slot %s: %w", name, err)
+		}
+		a.logf("created slot %s", name)
+	}
+	for _, name := range slotsToDrop(spec.Slots, seen) {
+		if err := a.db.dropSlot(ctx, name); err != nil {
+			return fmt.Errorf("dropping slot %s: %w", name, err)
+		}
+		a.logf("dropped slot %s", name)
+	}
+	return nil
+}
+
+// poll refreshes what the lease and the status need: on a standby whether
+// the WAL receiver streams, on a primary its slots and the standbys'
+// replies.
+func (a *Agent) poll(ctx context.Context) {
+	a.mu.Lock()
+	mode, up := a.mode, a.runUpstream
+	a.mu.Unlock()
+	now := time.Now()
+	if mode == modeStandby {
+		ok, err := a.db.streaming(ctx)
+		a.mu.Lock()
+		a.streamingNow = err == nil && ok && up != ""
+		if a.streamingNow {
+			a.lastStreamed = now
+		}
+		a.mu.Unlock()
+		return
+	}
+	rows, err := a.db.slots(ctx)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = a.seen[:0]
+	for _, r := range rows {
+		ago := time.Duration(-1)
+		if r.ReplyTime != nil {
+			rs, ok := a.replies[r.Slot]
+			switch {
+			case !ok:
+				rs = replySeen{value: *r.ReplyTime}
+			case !rs.value.Equal(*r.ReplyTime):
+				rs = replySeen{value: *r.ReplyTime, changed: now}
+			}
+			a.replies[r.Slot] = rs
+			if !rs.changed.IsZero() {
+				ago = now.Sub(rs.changed)
+			}
+		}
+		a.seen = append(a.seen, slotSeen{Slot: r.Slot, Active: r.Active, ReplyAgo: ago})
+	}
+}

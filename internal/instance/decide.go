@@ -1,0 +1,247 @@
+package instance
+
+import (
+	"slices"
+	"time"
+)
+
+// The pure decisions of the agent: what to do given what it knows. They
+// take no locks, do no I/O and read no clock.
+
+// runMode is how the agent last started the server.
+type runMode int
+
+const (
+	modeNone    runMode = iota // never started since the agent started
+	modePrimary                // writable (no standby.signal), or promoted
+	modeStandby                // read-only, with standby.signal
+)
+
+// bootPlan is what the agent does at its start, before any Spec.
+type bootPlan int
+
+const (
+	// bootWait: an empty data directory waits for a replica Spec.
+	bootWait bootPlan = iota
+	// bootInit: the image's entrypoint initializes the empty data
+	// directory, and the server runs as a primary.
+	bootInit
+	// bootPrimary: a single server restarts writable.
+	bootPrimary
+	// bootStandby: every other data directory starts read-only.
+	bootStandby
+)
+
+func (p bootPlan) String() string {
+	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only"}[p]
+}
+
+// decideBoot chooses the start: only ordinal 0 with no state file (or
+// with the state of an interrupted initialization) initializes an empty
+// data directory by itself (a new Database's first server), and only a
+// primary that never had standbys and was not fenced restarts writable
+// without the operator.
+func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPlan {
+	switch {
+	case !haveData && ordinal == 0 && (!haveState || st.Initializing):
+		return bootInit
+	case !haveData:
+		return bootWait
+	case st.Role == RolePrimary && !st.Fenced && !st.HasSlots:
+		return bootPrimary
+	default:
+		return bootStandby
+	}
+}
+
+// current is what the agent knows of its server when it converges.
+type current struct {
+	// HaveData is true when PGDATA holds a database (PG_VERSION).
+	HaveData bool
+	// Running is true while the server process is up.
+	Running bool
+	// Mode is how the running server was started (or promoted).
+	Mode runMode
+	// Upstream and Slot are the running standby's primary_conninfo host
+	// and primary_slot_name ("" when detached).
+	Upstream, Slot string
+	// St is the persisted state.
+	St persisted
+	// FencedSinceSpec is true when the server was fenced after the last
+	// Spec arrived: the Spec may not make it a primary again; a new one may.
+	FencedSinceSpec bool
+}
+
+// action is one step of convergence.
+type action int
+
+const (
+	actNone           action = iota // converged
+	actWait                         // nothing to do until another Spec
+	actClone                        // pg_basebackup from Upstream, start as standby
+	actStartPrimary                 // start the stopped server writable
+	actPromote                      // pg_promote() the running standby
+	actDemote                       // fast shutdown of the primary, start as standby
+	actRewind                       // stop, pg_rewind from Upstream, start as standby
+	actStartStandby                 // start the stopped server read-only
+	actRestartStandby               // restart the standby with another upstream or slot
+	actFence                        // stop the server and keep it down
+)
+
+var actionNames = [...]string{"none", "wait", "clone", "start primary", "promote", "demote", "rewind", "start standby", "restart standby", "fence"}
+
+func (a action) String() string { return actionNames[a] }
+
+// decide returns the next step towards spec. It is called again after each
+// step, so a change that needs several (stop, rewind, start) is one action
+// that does them all or fails and is retried.
+func decide(cur current, spec Spec) action {
+	switch spec.Role {
+	case RoleFenced:
+		if cur.Running || !cur.St.Fenced {
+			return actFence
+		}
+		return actNone
+	case RolePrimary:
+		switch {
+		case !cur.HaveData:
+			return actWait // an empty directory is initialized only at boot (ordinal 0)
+		case cur.FencedSinceSpec:
+			return actWait
+		case cur.Running && cur.Mode == modePrimary:
+			return actNone
+		case cur.Running:
+			return actPromote
+		default:
+			return actStartPrimary
+		}
+	case RoleReplica:
+		if !cur.HaveData {
+			if spec.Upstream == "" {
+				return actWait
+			}
+			return actClone
+		}
+		if spec.Upstream == "" { // detach
+			switch {
+			case cur.Running && cur.Mode == modePrimary:
+				return actDemote
+			case cur.Running && cur.Upstream == "":
+				return actNone
+			case cur.Running:
+				return actRestartStandby
+			default:
+				return actStartStandby
+			}
+		}
+		switch {
+		case cur.Running && cur.Mode == modePrimary && !cur.St.Fenced:
+			return actDemote // a switchover: clean, no rewind needed
+		case cur.St.Role == RolePrimary || cur.St.Fenced:
+			return actRewind // left by a primary that was not demoted cleanly
+		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot:
+			return actNone
+		case cur.Running:
+			return actRestartStandby
+		default:
+			return actStartStandby
+		}
+	}
+	return actWait
+}
+
+// slotSeen is a primary's view of one of its standby slots.
+type slotSeen struct {
+	Slot   string
+	Active bool
+	// ReplyAgo is how long ago, by the agent's clock, the standby's
+	// reply_time last advanced; negative when unknown.
+	ReplyAgo time.Duration
+}
+
+// leaseExempt is true when every slot the Spec lists is active and its
+// standby replied within ExemptReplyWindow: a standby streaming from this
+// primary has not been promoted, so it may stay writable without a lease.
+func leaseExempt(want []string, seen []slotSeen) bool {
+	if len(want) == 0 {
+		return false
+	}
+	for _, name := range want {
+		i := slices.IndexFunc(seen, func(s slotSeen) bool { return s.Slot == name })
+		if i < 0 || !seen[i].Active || seen[i].ReplyAgo < 0 || seen[i].ReplyAgo > ExemptReplyWindow {
+			return false
+		}
+	}
+	return true
+}
+
+// mustFence is the lease check: a server that runs (or last ran) as a
+// primary with standby slots fences itself once its lease ran out, unless
+// it is exempt. remaining is the lease's time left; noLease means no lease
+// was ever granted with the slots (LeaseSeconds 0), which never runs out.
+func mustFence(mode runMode, st persisted, noLease bool, remaining time.Duration, exempt bool) bool {
+	return mode == modePrimary && st.Role == RolePrimary && st.HasSlots && !st.Fenced &&
+		!noLease && remaining <= 0 && !exempt
+}
+
+// slotsToDrop returns the operator-owned slots (SlotPrefix) that exist,
+// are inactive and are not wanted. A slot in use is left until its
+// standby goes.
+func slotsToDrop(want []string, existing []slotSeen) []string {
+	var out []string
+	for _, s := range existing {
+		if len(s.Slot) > len(SlotPrefix) && s.Slot[:len(SlotPrefix)] == SlotPrefix && !s.Active && !slices.Contains(want, s.Slot) {
+			out = append(out, s.Slot)
+		}
+	}
+	return out
+}
+
+// slotsToCreate returns the wanted slots that do not exist.
+func slotsToCreate(want []string, existing []slotSeen) []string {
+	var out []string
+	for _, name := range want {
+		if !slices.ContainsFunc(existing, func(s slotSeen) bool { return s.Slot == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// readiness is the answer of PathReady: the server is up and what its
+// Spec wants (a writable primary, a standby streaming from its upstream),
+// or, before any Spec, a primary the agent started by itself.
+func readiness(phase Phase, spec *Spec, mode runMode, inRecovery, sqlOK, streaming bool, upstream string) (bool, string) {
+	if phase != PhaseRunning {
+		return false, "phase is " + string(phase)
+	}
+	if !sqlOK {
+		return false, "the server does not accept connections"
+	}
+	role := RolePrimary
+	if spec != nil {
+		role = spec.Role
+	}
+	switch role {
+	case RolePrimary:
+		if spec == nil && mode != modePrimary {
+			return false, "read-only, waiting for the operator"
+		}
+		if inRecovery {
+			return false, "in recovery, not promoted yet"
+		}
+		return true, "primary"
+	case RoleReplica:
+		if !inRecovery {
+			return false, "not in recovery, not demoted yet"
+		}
+		if spec.Upstream == "" {
+			return false, "detached: not streaming"
+		}
+		if !streaming || upstream != spec.Upstream {
+			return false, "not streaming from " + spec.Upstream
+		}
+		return true, "streaming from " + spec.Upstream
+	}
+	return false, "role is " + string(role)
+}

@@ -1,0 +1,196 @@
+package instance
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Handler serves the agent's HTTP interface (api.go): PathStatus,
+// PathSpec, and PathReady without a token.
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathReady, a.serveReady)
+	mux.Handle("GET "+PathStatus, a.auth(http.HandlerFunc(a.serveStatus)))
+	mux.Handle("PUT "+PathSpec, a.auth(http.HandlerFunc(a.serveSpec)))
+	return mux
+}
+
+// auth refuses a request without the bearer token, comparing in constant
+// time.
+func (a *Agent) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + a.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if a.cfg.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var spec Spec
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		http.Error(w, "decoding the Spec: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	switch spec.Role {
+	case RolePrimary, RoleReplica, RoleFenced:
+	default:
+		http.Error(w, fmt.Sprintf("role %q: want %s, %s or %s", spec.Role, RolePrimary, RoleReplica, RoleFenced), http.StatusBadRequest)
+		return
+	}
+	a.accept(spec, time.Now())
+	a.kick()
+	a.writeStatus(w, r.Context())
+}
+
+// accept records spec; a primary's lease starts now.
+func (a *Agent) accept(spec Spec, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.spec == nil || !reflect.DeepEqual(*a.spec, spec) {
+		a.notice = ""
+	}
+	a.spec = &spec
+	a.specGen++
+	if spec.Role == RolePrimary {
+		if spec.LeaseSeconds > 0 && len(spec.Slots) > 0 {
+			a.leaseDeadline = now.Add(time.Duration(spec.LeaseSeconds) * time.Second)
+		} else {
+			a.leaseDeadline = time.Time{}
+		}
+	}
+}
+
+func (a *Agent) serveStatus(w http.ResponseWriter, r *http.Request) {
+	a.writeStatus(w, r.Context())
+}
+
+func (a *Agent) writeStatus(w http.ResponseWriter, ctx context.Context) {
+	s := a.status(ctx)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+// status builds the Status from the agent's memory and, while the server
+// runs, from SQL.
+func (a *Agent) status(ctx context.Context) Status {
+	now := time.Now()
+	a.mu.Lock()
+	s := Status{
+		Phase:      a.phase,
+		Fenced:     a.st.Fenced,
+		StoppedLSN: a.st.StoppedLSN,
+		Error:      a.lastErr,
+	}
+	if s.Error == "" {
+		s.Error = a.notice
+	}
+	if a.spec != nil {
+		sp := *a.spec
+		s.Spec = &sp
+	}
+	running, mode := a.srv != nil, a.mode
+	if mode != modePrimary {
+		s.Upstream = a.st.Upstream
+	}
+	streamingUpstream := a.runUpstream
+	if !a.lastStreamed.IsZero() {
+		ago := now.Sub(a.lastStreamed).Seconds()
+		s.LastStreamedSecondsAgo = &ago
+	}
+	if mode == modePrimary && a.st.HasSlots && !a.leaseDeadline.IsZero() {
+		rem := a.leaseDeadline.Sub(now).Seconds()
+		s.LeaseRemainingSeconds = &rem
+	}
+	replies := make(map[string]replySeen, len(a.replies))
+	for k, v := range a.replies {
+		replies[k] = v
+	}
+	a.mu.Unlock()
+
+	if !running || s.Phase != PhaseRunning {
+		if a.haveData() {
+			s.Timeline = a.stoppedTimeline(ctx)
+		}
+		return s
+	}
+	p, err := a.db.progress(ctx)
+	if err != nil {
+		if s.Error == "" {
+			s.Error = "querying the server: " + err.Error()
+		}
+		return s
+	}
+	s.InRecovery, s.Timeline = p.InRecovery, p.Timeline
+	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = p.Receive, p.Replay, p.Current
+	s.Streaming = p.InRecovery && p.Streaming && streamingUpstream != ""
+	if s.Streaming {
+		zero := 0.0
+		s.LastStreamedSecondsAgo = &zero
+		a.mu.Lock()
+		a.lastStreamed = now
+		a.mu.Unlock()
+	}
+	if p.InRecovery {
+		return s
+	}
+	rows, err := a.db.slots(ctx)
+	if err != nil {
+		return s
+	}
+	for _, r := range rows {
+		if !strings.HasPrefix(r.Slot, SlotPrefix) {
+			continue
+		}
+		sb := Standby{Slot: r.Slot, Active: r.Active, Name: r.Name, SentLSN: r.SentLSN, FlushLSN: r.FlushLSN,
+			ReplayLSN: r.Replay, LagBytes: r.LagBytes, LagSeconds: r.LagSeconds}
+		if rs, ok := replies[r.Slot]; ok && !rs.changed.IsZero() {
+			ago := now.Sub(rs.changed).Seconds()
+			sb.ReplySecondsAgo = &ago
+		}
+		s.Standbys = append(s.Standbys, sb)
+	}
+	return s
+}
+
+func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	phase, mode, upstream := a.phase, a.mode, a.runUpstream
+	var spec *Spec
+	if a.spec != nil {
+		sp := *a.spec
+		spec = &sp
+	}
+	a.mu.Unlock()
+	var p progress
+	err := errNotRunning
+	if phase == PhaseRunning {
+		p, err = a.db.progress(r.Context())
+	}
+	ok, reason := readiness(phase, spec, mode, p.InRecovery, err == nil, p.Streaming, upstream)
+	if !ok {
+		http.Error(w, reason, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = fmt.Fprintln(w, reason)
+}
+
+var errNotRunning = fmt.Errorf("not running")

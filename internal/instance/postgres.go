@@ -1,0 +1,257 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// server is one run of the PostgreSQL server, the agent's child. The
+// image's entrypoint execs postgres, so the child's PID is the postmaster's.
+type server struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit, valid after done
+}
+
+// pgVersionFile marks a data directory that holds a database.
+func (a *Agent) haveData() bool {
+	st, err := os.Stat(filepath.Join(a.cfg.PGData, "PG_VERSION"))
+	return err == nil && st.Size() > 0
+}
+
+// passfile is the libpq password file the standby's WAL receiver,
+// pg_basebackup and pg_rewind read: passwords never appear in argv. It is
+// in the socket directory (an emptyDir in the pod), not on the data volume.
+func (a *Agent) passfile() string { return filepath.Join(a.cfg.SocketDir, ".dbkeeper.pgpass") }
+
+func (a *Agent) writePassfile() error {
+	esc := func(s string) string { return strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(s) }
+	content := fmt.Sprintf("*:*:*:%s:%s\n*:*:*:%s:%s\n",
+		esc(a.cfg.ReplUser), esc(a.cfg.ReplPassword), esc(a.cfg.User), esc(a.cfg.Password))
+	tmp := a.passfile() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, a.passfile())
+}
+
+// toolEnv is the environment of the PostgreSQL tools: the agent's, with
+// the password file and C messages (pg_controldata is parsed).
+func (a *Agent) toolEnv() []string {
+	return append(os.Environ(), "PGPASSFILE="+a.passfile(), "LC_ALL=C", "PGCONNECT_TIMEOUT=10")
+}
+
+// conninfo is a libpq connection string to host as user, quoted.
+func (a *Agent) conninfo(host, user, extra string) string {
+	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	s := fmt.Sprintf("host=%s port=%d user=%s passfile=%s", q(host), a.cfg.Port, q(user), q(a.passfile()))
+	if extra != "" {
+		s += " " + extra
+	}
+	return s
+}
+
+// startServer starts the server through the image's entrypoint: writable,
+// or read-only (standby.signal) streaming from upstream through slot
+// (upstream "" streams from nothing). An empty PGDATA is initialized by
+// the entrypoint. It returns once the server answers SQL, or exited, or
+// after a while it keeps starting in the background.
+func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot string) error {
+	signalFile := filepath.Join(a.cfg.PGData, "standby.signal")
+	initializing := !a.haveData()
+	if !initializing {
+		if mode == modeStandby {
+			if err := os.WriteFile(signalFile, nil, 0o600); err != nil {
+				return err
+			}
+		} else if err := os.Remove(signalFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if err := a.writePassfile(); err != nil {
+		return fmt.Errorf("writing the password file: %w", err)
+	}
+	args := append([]string{}, a.cfg.Entrypoint[1:]...)
+	args = append(args, a.cfg.ServerFlags...)
+	args = append(args, "-c", "unix_socket_directories="+a.cfg.SocketDir)
+	conninfo := ""
+	if mode == modeStandby && upstream != "" {
+		conninfo = a.conninfo(upstream, a.cfg.ReplUser, "application_name="+a.cfg.PodName)
+	} else {
+		slot = ""
+	}
+	args = append(args, "-c", "primary_conninfo="+conninfo, "-c", "primary_slot_name="+slot)
+	cmd := exec.Command(a.cfg.Entrypoint[0], args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "PGDATA="+a.cfg.PGData, "DBKEEPER_SOCKET_DIR="+a.cfg.SocketDir)
+	if err := a.procs.start(cmd); err != nil {
+		return fmt.Errorf("starting %s: %w", a.cfg.Entrypoint[0], err)
+	}
+	srv := &server{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		srv.err = a.procs.wait(cmd)
+		close(srv.done)
+		a.kick()
+	}()
+	a.mu.Lock()
+	a.srv, a.mode, a.runUpstream, a.runSlot = srv, mode, upstream, slot
+	if initializing {
+		a.phase = PhaseInitializing
+	} else {
+		a.phase = PhaseRunning
+	}
+	a.mu.Unlock()
+	a.logf("started the server (pid %d) %s", cmd.Process.Pid, describeMode(mode, upstream, slot))
+
+	deadline := time.Now().Add(30 * time.Second)
+	if initializing {
+		deadline = time.Now().Add(5 * time.Minute)
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-srv.done:
+			return fmt.Errorf("the server exited at its start: %w", srv.err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if a.db.ping(ctx) == nil {
+			a.mu.Lock()
+			a.phase = PhaseRunning
+			a.mu.Unlock()
+			return nil
+		}
+	}
+	return nil
+}
+
+func describeMode(mode runMode, upstream, slot string) string {
+	switch {
+	case mode == modePrimary:
+		return "as primary"
+	case upstream == "":
+		return "read-only, following no primary"
+	default:
+		return fmt.Sprintf("read-only, streaming from %s through slot %q", upstream, slot)
+	}
+}
+
+// stopServer stops the server with a fast shutdown, then an immediate
+// one after grace (0: never). clean is true when it exited after a fast
+// shutdown.
+func (a *Agent) stopServer(grace time.Duration) (clean bool) {
+	a.mu.Lock()
+	srv := a.srv
+	a.mu.Unlock()
+	if srv == nil {
+		return true
+	}
+	clean = true
+	_ = srv.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+	var timeout <-chan time.Time
+	if grace > 0 {
+		timeout = time.After(grace)
+	}
+	select {
+	case <-srv.done:
+	case <-timeout:
+		a.logf("the server did not stop within %v: immediate shutdown", grace)
+		clean = false
+		_ = srv.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-srv.done:
+		case <-time.After(10 * time.Second):
+			_ = srv.cmd.Process.Kill()
+			<-srv.done
+		}
+	}
+	a.db.close()
+	a.mu.Lock()
+	a.srv = nil
+	a.phase = PhaseStopped
+	a.mu.Unlock()
+	a.logf("stopped the server")
+	return clean
+}
+
+// controlData reads pg_controldata's fields.
+func (a *Agent) controlData(ctx context.Context) (map[string]string, error) {
+	out, err := a.procs.output(ctx, a.toolEnv(), "pg_controldata", "-D", a.cfg.PGData)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return m, nil
+}
+
+// stoppedTimeline is the timeline of the stopped server, 0 when unknown.
+func (a *Agent) stoppedTimeline(ctx context.Context) uint32 {
+	m, err := a.controlData(ctx)
+	if err != nil {
+		return 0
+	}
+	tl, _ := strconv.ParseUint(m["Latest checkpoint's TimeLineID"], 10, 32)
+	return uint32(tl)
+}
+
+// wipeData empties PGDATA (not the directory itself, which may be a mount).
+func (a *Agent) wipeData() error {
+	entries, err := os.ReadDir(a.cfg.PGData)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(a.cfg.PGData, 0o700)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(a.cfg.PGData, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// basebackup clones upstream into the empty PGDATA through slot.
+func (a *Agent) basebackup(ctx context.Context, upstream, slot string) error {
+	if err := a.wipeData(); err != nil {
+		return err
+	}
+	if err := os.Chmod(a.cfg.PGData, 0o700); err != nil {
+		return err
+	}
+	if err := a.writePassfile(); err != nil {
+		return err
+	}
+	args := []string{"-h", upstream, "-p", strconv.Itoa(a.cfg.Port), "-U", a.cfg.ReplUser, "-D", a.cfg.PGData,
+		"-X", "stream", "-c", "fast", "-w"}
+	if slot != "" {
+		args = append(args, "-S", slot)
+	}
+	if _, err := a.procs.output(ctx, a.toolEnv(), "pg_basebackup", args...); err != nil {
+		_ = a.wipeData()
+		return err
+	}
+	return nil
+}
+
+// rewind runs pg_rewind against upstream on the stopped PGDATA.
+func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
+	if err := a.writePassfile(); err != nil {
+		return "", err
+	}
+	src := a.conninfo(upstream, a.cfg.User, "dbname=postgres")
+	return a.procs.output(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
+}

@@ -1,0 +1,242 @@
+package instance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// db is the agent's one connection to its server, over the local socket
+// as POSTGRES_USER (trusted by the image's pg_hba.conf). Every SQL
+// statement the agent runs is in this file. Calls are serialized; a broken
+// connection is dropped and the next call dials again.
+type db struct {
+	connString string
+	mu         sync.Mutex
+	conn       *pgx.Conn
+}
+
+func newDB(socketDir string, port int, user string) *db {
+	q := func(s string) string { return "'" + s + "'" }
+	return &db{connString: fmt.Sprintf("host=%s port=%d user=%s dbname=postgres application_name=dbkeeper-instance connect_timeout=5",
+		q(socketDir), port, q(user))}
+}
+
+// with runs fn on the connection, bounded by timeout.
+func (d *db) with(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, c *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil || d.conn.IsClosed() {
+		c, err := pgx.Connect(ctx, d.connString)
+		if err != nil {
+			return err
+		}
+		d.conn = c
+	}
+	err := fn(ctx, d.conn)
+	if err != nil && (d.conn.IsClosed() || ctx.Err() != nil) {
+		_ = d.conn.Close(context.Background())
+		d.conn = nil
+	}
+	return err
+}
+
+func (d *db) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		_ = d.conn.Close(context.Background())
+		d.conn = nil
+	}
+}
+
+func (d *db) ping(ctx context.Context) error {
+	return d.with(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.Ping(ctx)
+	})
+}
+
+// promote runs pg_promote on a connection of its own, so that the
+// status and readiness queries are not held up while it waits.
+func (d *db) promote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, d.connString)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("pg_promote did not finish within 60 s")
+	}
+	return nil
+}
+
+// pingRemote connects to another server with conninfo (its password
+// from the password file) and pings it.
+func (d *db) pingRemote(ctx context.Context, conninfo string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	return c.Ping(ctx)
+}
+
+// ensureReplicationRole creates the replication role, or sets its
+// password, attributes and login when it exists.
+func (d *db) ensureReplicationRole(ctx context.Context, user, password string) error {
+	return d.with(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var exists bool
+		if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", user).Scan(&exists); err != nil {
+			return err
+		}
+		verb := "CREATE"
+		if exists {
+			verb = "ALTER"
+		}
+		// Utility statements take no parameters: quote as PostgreSQL does.
+		_, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH REPLICATION LOGIN PASSWORD %s", verb,
+			pgx.Identifier{user}.Sanitize(), quoteLiteral(password)))
+		return err
+	})
+}
+
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	backslash := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			out = append(out, '\'', '\'')
+		case '\\':
+			backslash = true
+			out = append(out, '\\', '\\')
+		default:
+			out = append(out, s[i])
+		}
+	}
+	out = append(out, '\'')
+	if backslash {
+		return "E" + string(out)
+	}
+	return string(out)
+}
+
+// hbaFile is the server's pg_hba.conf.
+func (d *db) hbaFile(ctx context.Context) (string, error) {
+	var f string
+	err := d.with(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT current_setting('hba_file')").Scan(&f)
+	})
+	return f, err
+}
+
+func (d *db) reloadConf(ctx context.Context) error {
+	return d.with(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_reload_conf()")
+		return err
+	})
+}
+
+// slots lists the physical replication slots with the standby streaming
+// through each (pg_stat_replication joined on the slot's active_pid).
+type slotRow struct {
+	Slot                      string
+	Active                    bool
+	Name                      string
+	SentLSN, FlushLSN, Replay string
+	LagBytes                  int64
+	LagSeconds                float64
+	ReplyTime                 *time.Time
+}
+
+func (d *db) slots(ctx context.Context) ([]slotRow, error) {
+	var out []slotRow
+	err := d.with(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `
+SELECT s.slot_name, s.active,
+       coalesce(r.application_name, ''),
+       coalesce(r.sent_lsn::text, ''), coalesce(r.flush_lsn::text, ''), coalesce(r.replay_lsn::text, ''),
+       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.replay_lsn), 0)::bigint,
+       coalesce(extract(epoch FROM r.replay_lag), 0)::float8,
+       r.reply_time
+FROM pg_replication_slots s
+LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+WHERE s.slot_type = 'physical'
+ORDER BY s.slot_name`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (slotRow, error) {
+			var s slotRow
+			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime)
+			return s, err
+		})
+		return err
+	})
+	return out, err
+}
+
+func (d *db) createSlot(ctx context.Context, name string) error {
+	return d.with(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", name)
+		return err
+	})
+}
+
+func (d *db) dropSlot(ctx context.Context, name string) error {
+	return d.with(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot($1)", name)
+		return err
+	})
+}
+
+// progress is the server's replication position.
+type progress struct {
+	InRecovery bool
+	Timeline   uint32
+	Receive    string
+	Replay     string
+	Current    string
+	Streaming  bool // the WAL receiver's status is 'streaming'
+}
+
+func (d *db) progress(ctx context.Context) (progress, error) {
+	var p progress
+	err := d.with(ctx, 3*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var tl int64
+		err := c.QueryRow(ctx, `
+SELECT pg_is_in_recovery(),
+       (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+       coalesce(pg_last_wal_receive_lsn()::text, ''),
+       coalesce(pg_last_wal_replay_lsn()::text, ''),
+       CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
+       EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')`).
+			Scan(&p.InRecovery, &tl, &p.Receive, &p.Replay, &p.Current, &p.Streaming)
+		p.Timeline = uint32(tl)
+		return err
+	})
+	return p, err
+}
+
+// streaming is the cheap poll of the WAL receiver.
+func (d *db) streaming(ctx context.Context) (bool, error) {
+	var ok bool
+	err := d.with(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&ok)
+	})
+	return ok, err
+}
