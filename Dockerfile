@@ -7,14 +7,19 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY api/ api/
 COPY cmd/dbkeeper/ cmd/dbkeeper/
+COPY cmd/dbkeeper-instance/ cmd/dbkeeper-instance/
 COPY internal/ internal/
 COPY webhooks/ webhooks/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper
+    go build -trimpath -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper && \
+    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o dbkeeper-instance ./cmd/dbkeeper-instance
 
-# Only the binary, on distroless static, as the nonroot user.
+# Only the binaries, on distroless static, as the nonroot user: the manager,
+# and the instance agent that postgres pods install from this same image
+# (--instance-image defaults to it).
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
-COPY --from=builder /workspace/dbkeeper .
+COPY --from=builder /workspace/dbkeeper /workspace/dbkeeper-instance ./
 USER 65532:65532
 ENTRYPOINT ["/dbkeeper"]
