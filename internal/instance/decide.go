@@ -39,8 +39,8 @@ func (p bootPlan) String() string {
 // decideBoot chooses the start: only ordinal 0 with no state file (or
 // with the state of an interrupted initialization) initializes an empty
 // data directory by itself (a new Database's first server), and only a
-// primary that never had standbys and was not fenced restarts writable
-// without the operator.
+// primary that never had standbys and was not fenced, or ordinal 0's data
+// from before the agent, restarts writable without the operator.
 func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPlan {
 	switch {
 	case !haveData && ordinal == 0 && (!haveState || st.Initializing):
@@ -48,6 +48,11 @@ func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPl
 	case !haveData:
 		return bootWait
 	case st.Role == RolePrimary && !st.Fenced && !st.HasSlots:
+		return bootPrimary
+	case !haveState && ordinal == 0:
+		// The data of a server that ran before the agent existed: a single
+		// server (replication came with the agent, which writes its state
+		// before any clone or promotion), restarted as it was.
 		return bootPrimary
 	default:
 		return bootStandby

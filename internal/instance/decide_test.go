@@ -23,7 +23,8 @@ func TestDecideBoot(t *testing.T) {
 		{"a primary that had standbys starts read-only", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootStandby},
 		{"a fenced primary starts read-only", true, 0, persisted{Role: RolePrimary, Fenced: true}, true, bootStandby},
 		{"a standby starts read-only", true, 1, persisted{Role: RoleReplica, Upstream: "a"}, true, bootStandby},
-		{"data with no state starts read-only", true, 1, persisted{}, false, bootStandby},
+		{"another ordinal's data with no state starts read-only", true, 1, persisted{}, false, bootStandby},
+		{"ordinal 0's data from before the agent restarts writable, a single server as it was", true, 0, persisted{}, false, bootPrimary},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := decideBoot(tc.haveData, tc.ordinal, tc.st, tc.haveState); got != tc.want {
