@@ -220,13 +220,13 @@ func TestGuardReportsQuantitiesWithTheOtherErrors(t *testing.T) {
 			name:   "an update whose new size is malformed is not also reported as shrinking",
 			op:     admissionv1.Update,
 			old:    valid(fixture.WithStorageSize("10Gi")),
-			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","failoverTimeout":"30s","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
 			want:   `Database.dbkeeper.io "orders" is invalid: spec.storage.size: Invalid value: "10 gigs": must be a quantity such as 10Gi or 1Ti`,
 		},
 		{
 			name:   "a create whose only problem is a malformed quantity",
 			op:     admissionv1.Create,
-			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"limits":{"memory":"2 GB"}}}}`,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","failoverTimeout":"30s","resources":{"limits":{"memory":"2 GB"}}}}`,
 			want:   `Database.dbkeeper.io "orders" is invalid: spec.resources.limits[memory]: Invalid value: "2 GB": must be a quantity such as 512Mi or 2Gi`,
 		},
 	}
