@@ -187,7 +187,8 @@ type DatabaseSpec struct {
 
 	// failoverTimeout is how long the primary of a replicated Database may be
 	// not ready before dbkeeper promotes the most advanced standby. Between
-	// 10s and 10m; defaults to 30s.
+	// 10s and 10m; defaults to 30s for postgres. mysql runs a single server
+	// with no standby to fail over to: it must be left unset.
 	// +optional
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 }
