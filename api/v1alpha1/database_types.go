@@ -89,6 +89,7 @@ type StorageSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) && self.engine != 'postgres') || !has(self.replicas) || self.replicas <= 9",message="must be at most 9 for postgres: one primary and at most 8 streaming standbys",fieldPath=".replicas",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.replicas) || self.replicas <= 1",message="must be 1 for mysql: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",fieldPath=".replicas",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.failoverTimeout)",message="mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",fieldPath=".failoverTimeout",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
 	// Immutable.
@@ -190,6 +191,7 @@ type DatabaseSpec struct {
 	// 10s and 10m; defaults to 30s for postgres. mysql runs a single server
 	// with no standby to fail over to: it must be left unset.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32 && self.matches('^([0-9]+(\\\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="must be a duration between 10s and 10m, such as 30s or 2m"
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,4 +78,53 @@ func errorText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// testFailoverTimeoutRules checks, against an API server with the CRD and
+// no webhooks, that spec.failoverTimeout must be a duration from 10s to
+// 10m, and is refused for mysql, which has no standby to fail over to. The
+// values are sent as text: a malformed one must be refused before anything
+// stores it, since no client could decode the Database afterwards.
+func testFailoverTimeoutRules(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	const outOfRange = "must be a duration between 10s and 10m, such as 30s or 2m"
+	tests := []struct {
+		name, engine, timeout string
+		want                  string // the error, "" when the Database is admitted
+	}{
+		{name: "30s", timeout: "30s"},
+		{name: "the shortest", timeout: "10s"},
+		{name: "the longest, written in seconds", timeout: "600s"},
+		{name: "a fraction", engine: "postgres", timeout: "1.5m"},
+		{name: "below 10s", timeout: "9s", want: `spec.failoverTimeout: Invalid value: "9s": ` + outOfRange},
+		{name: "above 10m", timeout: "1h", want: `spec.failoverTimeout: Invalid value: "1h": ` + outOfRange},
+		{name: "negative", timeout: "-1m", want: `spec.failoverTimeout: Invalid value: "-1m": ` + outOfRange},
+		{name: "not a duration", timeout: "soon", want: `spec.failoverTimeout: Invalid value: "soon": ` + outOfRange},
+		{name: "without a unit", timeout: "30", want: `spec.failoverTimeout: Invalid value: "30": ` + outOfRange},
+		{
+			name: "set for mysql", engine: "mysql", timeout: "30s",
+			want: "spec.failoverTimeout: Forbidden: mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("failover-%d", i)
+			spec := map[string]any{"failoverTimeout": tt.timeout}
+			if tt.engine != "" {
+				spec["engine"] = tt.engine
+			}
+			db := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": dbv1.GroupVersion.String(), "kind": dbv1.DatabaseKind,
+				"metadata": map[string]any{"name": name, "namespace": "default"},
+				"spec":     spec,
+			}}
+			want := ""
+			if tt.want != "" {
+				want = fmt.Sprintf("Database.dbkeeper.io %q is invalid: %s", name, tt.want)
+			}
+			if got := errorText(c.Create(ctx, db, client.DryRunAll)); got != want {
+				t.Errorf("creating:\n got  %s\n want %s", got, want)
+			}
+		})
+	}
 }
