@@ -126,38 +126,27 @@ func TestCRD(t *testing.T) {
 		}
 	})
 
-	t.Run("the schema alone refuses more than one replica, naming the reason", func(t *testing.T) {
-		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "three", Namespace: "default"},
-			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
-		err := c.Create(ctx, db)
-		want := `Database.dbkeeper.io "three" is invalid: spec.replicas: Invalid value: 3: must be 1: ` +
-			`dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service`
-		if err == nil || err.Error() != want {
-			t.Errorf("creating a Database with three replicas:\n got  %v\n want %s", err, want)
-		}
-	})
+	t.Run("the schema alone holds the engine catalog's replicas limits", func(t *testing.T) { testReplicasRules(t, c) })
+	t.Run("the schema alone holds the failover timeout's bounds", func(t *testing.T) { testFailoverTimeoutRules(t, c) })
 
-	t.Run("a Database stored with three replicas can still be labelled and deleted", func(t *testing.T) {
+	t.Run("a mysql Database stored with three replicas can still be labelled and deleted", func(t *testing.T) {
 		// Store it as a CRD without the rule (an earlier dbkeeper's) did,
 		// then put the rule back: validation ratcheting lets updates that
-		// leave spec.replicas as it is through.
+		// leave the spec as it is through.
 		key := client.ObjectKey{Namespace: "default", Name: "stored-three"}
 		threeReplicas := func(name string) *dbv1.Database {
 			return &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: key.Namespace},
-				Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
+				Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Replicas: ptr.To[int32](3)}}
 		}
 		var rules apiextensionsv1.ValidationRules
-		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { rules, p.XValidations = p.XValidations, nil })
-		}, func() error { return c.Create(ctx, threeReplicas("probe"), client.DryRunAll) })
+		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, testenv.WithoutSpecRules(".replicas", &rules),
+			func() error { return c.Create(ctx, threeReplicas("probe"), client.DryRunAll) })
 		if err := c.Create(ctx, threeReplicas(key.Name)); err != nil {
 			t.Fatal(err)
 		}
-		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
-		}, func() error {
+		testenv.UpdateCRD(t, c, testenv.DatabaseCRD, testenv.RestoreSpecRules(rules), func() error {
 			if c.Create(ctx, threeReplicas("probe"), client.DryRunAll) == nil {
-				return errors.New("three replicas are still admitted")
+				return errors.New("three mysql replicas are still admitted")
 			}
 			return nil
 		})
@@ -171,7 +160,7 @@ func TestCRD(t *testing.T) {
 			t.Errorf("adding a label: %v", err)
 		}
 		db.Spec.Replicas = ptr.To[int32](4)
-		if err := c.Update(ctx, db); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas: Invalid value") {
+		if err := c.Update(ctx, db); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas: Forbidden: must be 1 for mysql") {
 			t.Errorf("changing replicas to 4 was not refused on spec.replicas: %v", err)
 		}
 		if err := c.Delete(ctx, db); err != nil {
@@ -208,8 +197,11 @@ func TestCRD(t *testing.T) {
 		if !strings.Contains(explain, "Retain keeps the PersistentVolumeClaims") {
 			t.Errorf("kubectl explain does not show the field documentation:\n%s", explain)
 		}
-		if explain := kubectl("explain", "database.spec.replicas"); !strings.Contains(explain, "Defaults to 1, and must be 1") {
-			t.Errorf("kubectl explain does not say that replicas must be 1:\n%s", explain)
+		explain = kubectl("explain", "database.spec.replicas")
+		for _, want := range []string{"postgres: 1 to 9, one primary and replicas-1 hot standbys", "mysql: must be 1."} {
+			if !strings.Contains(explain, want) {
+				t.Errorf("kubectl explain database.spec.replicas does not say %q:\n%s", want, explain)
+			}
 		}
 	})
 }

@@ -82,6 +82,14 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.username) ? self.username : 'app') == (has(oldSelf.username) ? oldSelf.username : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.username) ? oldSelf.username : 'app') + '")'`,fieldPath=".username",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || size(oldSelf.storage.storageClassName) == 0 || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",messageExpression=`'field is immutable once set (was "' + oldSelf.storage.storageClassName + '")'`,fieldPath=".storage.storageClassName",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!isQuantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') || !isQuantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') || quantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi').compareTo(quantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi')) >= 0",messageExpression=`'may not be decreased (from ' + (has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') + ' to ' + (has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') + ')'`,fieldPath=".storage.size",reason=FieldValueForbidden
+//
+// The replicas rules hold the engine catalog's limits (MaxReplicas): one
+// rule per engine, an unset engine counting as postgres;
+// TestCRDReplicasLimit keeps them in step with the catalog.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.engine) && self.engine != 'postgres') || !has(self.replicas) || self.replicas <= 9",message="must be at most 9 for postgres: one primary and at most 8 streaming standbys",fieldPath=".replicas",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.replicas) || self.replicas <= 1",message="must be 1 for mysql: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",fieldPath=".replicas",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.failoverTimeout)",message="mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",fieldPath=".failoverTimeout",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
 	// Immutable.
@@ -105,13 +113,18 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// replicas is the number of database pods. Defaults to 1, and must be 1
-	// for now: dbkeeper does not run replication yet, and more replicas
-	// would be independent servers with diverging data behind one Service.
-	// A Database stored with more is Stalled until it is set back to 1.
+	// replicas is the number of database pods. Defaults to 1.
+	//
+	// postgres: 1 to 9, one primary and replicas-1 hot standbys that stream
+	// its write-ahead log; the Service <name> reaches the primary only, and
+	// a single replica has no standby to fail over to.
+	//
+	// mysql: must be 1. dbkeeper does not run replication for mysql yet, and
+	// more replicas would be independent servers with diverging data behind
+	// one Service. A mysql Database stored with more is Stalled until it is
+	// set back to 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:XValidation:rule="self <= 1",message="must be 1: dbkeeper does not run replication yet, and more replicas would be independent servers with diverging data behind one Service"
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// storage configures the data volume of each replica.
@@ -175,8 +188,10 @@ type DatabaseSpec struct {
 
 	// failoverTimeout is how long the primary of a replicated Database may be
 	// not ready before dbkeeper promotes the most advanced standby. Between
-	// 10s and 10m; defaults to 30s.
+	// 10s and 10m; defaults to 30s for postgres. mysql runs a single server
+	// with no standby to fail over to: it must be left unset.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="size(self) <= 32 && self.matches('^([0-9]+(\\\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="must be a duration between 10s and 10m, such as 30s or 2m"
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 }
 

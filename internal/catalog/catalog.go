@@ -47,10 +47,11 @@ type EngineInfo struct {
 	DataDir string
 	// UID is the user and group id the official image runs the server as.
 	UID int64
-	// MaxReplicas is the most replicas dbkeeper runs for the engine. It is
-	// 1 until dbkeeper runs the engine's replication: without it, more
-	// replicas would be independent servers, each with its own data, behind
-	// one Service. The CRD carries the same limit (see TestCRDReplicasLimit).
+	// MaxReplicas is the most replicas dbkeeper runs for the engine: one
+	// primary and MaxReplicas-1 streaming standbys. It is 1 for an engine
+	// whose replication dbkeeper does not run: more replicas would be
+	// independent servers, each with its own data, behind one Service. The
+	// CRD carries the same limits (see TestCRDReplicasLimit).
 	MaxReplicas int32
 	// MaxReplicasReason says why MaxReplicas is what it is, for the error
 	// that refuses more.
@@ -58,6 +59,10 @@ type EngineInfo struct {
 	// OwnedParameters are the settings dbkeeper sets itself; users may not
 	// set them in spec.parameters.
 	OwnedParameters []string
+	// OwnedParameterReasons say, for some of OwnedParameters, why dbkeeper
+	// owns them, for the error that refuses them ("owned by dbkeeper for
+	// replication"); the others are "set by dbkeeper".
+	OwnedParameterReasons map[string]string
 	// MaxDatabaseNameLength and MaxUsernameLength are the longest database
 	// and user names the engine accepts.
 	MaxDatabaseNameLength, MaxUsernameLength int
@@ -71,6 +76,35 @@ type EngineInfo struct {
 func noReplication(engine dbv1.Engine) string {
 	return "dbkeeper does not run replication for " + string(engine) +
 		" yet, and more replicas would be independent servers with diverging data behind one Service"
+}
+
+// forReplication is the reason dbkeeper owns the settings its replication
+// depends on.
+const forReplication = "owned by dbkeeper for replication"
+
+// postgresReplicationParameters are the postgres settings dbkeeper's
+// streaming replication sets or depends on (docs/replication.md §2, §12):
+// the WAL and standby settings, the upstream a standby streams from, the
+// recovery target every standby follows (the latest timeline), and the
+// ways to promote or feed a standby other than the operator's. Not among
+// them: archive_mode and archive_command, which replication does not use
+// and which users need to archive WAL for their backups.
+var postgresReplicationParameters = []string{
+	"wal_level", "hot_standby", "primary_conninfo", "primary_slot_name",
+	"max_wal_senders", "max_replication_slots", "wal_log_hints", "full_page_writes",
+	"wal_receiver_status_interval", "synchronous_standby_names",
+	"recovery_target", "recovery_target_action", "recovery_target_inclusive", "recovery_target_lsn",
+	"recovery_target_name", "recovery_target_time", "recovery_target_timeline", "recovery_target_xid",
+	"restore_command", "promote_trigger_file",
+}
+
+// reasons returns the same reason for each key.
+func reasons(reason string, keys []string) map[string]string {
+	m := make(map[string]string, len(keys))
+	for _, k := range keys {
+		m[k] = reason
+	}
+	return m
 }
 
 func day(year int, month time.Month, d int) time.Time {
@@ -91,14 +125,16 @@ var entries = []EngineInfo{
 			{Version: "17", Tag: "17.6", EndOfLife: day(2029, time.November, 8)},
 			{Version: "18", Tag: "18.1", EndOfLife: day(2030, time.November, 14)},
 		},
-		InPlaceMajorUpgrade:   false,
-		Port:                  5432,
-		MountPath:             "/var/lib/postgresql/data",
-		DataDir:               "/var/lib/postgresql/data/pgdata",
-		UID:                   999,
-		MaxReplicas:           1,
-		MaxReplicasReason:     noReplication(dbv1.EnginePostgres),
-		OwnedParameters:       []string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
+		InPlaceMajorUpgrade: false,
+		Port:                5432,
+		MountPath:           "/var/lib/postgresql/data",
+		DataDir:             "/var/lib/postgresql/data/pgdata",
+		UID:                 999,
+		MaxReplicas:         9,
+		MaxReplicasReason:   "one primary and at most 8 streaming standbys: dbkeeper sets max_wal_senders and max_replication_slots to 10, for 8 standbys, a base backup in progress and one spare",
+		OwnedParameters: append([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
+			postgresReplicationParameters...),
+		OwnedParameterReasons: reasons(forReplication, postgresReplicationParameters),
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,
 		ReservedDatabaseNames: []string{"postgres", "template0", "template1"},

@@ -66,6 +66,17 @@ func TestCatalogIsConsistent(t *testing.T) {
 		if !slices.Contains(e.OwnedParameters, "port") {
 			t.Errorf("%s: the operator sets the port, so it must own the parameter", e.Name)
 		}
+		for key := range e.OwnedParameterReasons {
+			if !slices.Contains(e.OwnedParameters, key) {
+				t.Errorf("%s: %q has a reason but is not among the owned parameters", e.Name, key)
+			}
+		}
+		if sorted := slices.Sorted(slices.Values(e.OwnedParameters)); len(slices.Compact(sorted)) != len(e.OwnedParameters) {
+			t.Errorf("%s: an owned parameter is listed twice: %v", e.Name, e.OwnedParameters)
+		}
+		if e.MaxReplicas < 1 {
+			t.Errorf("%s: MaxReplicas %d is below 1", e.Name, e.MaxReplicas)
+		}
 	}
 }
 
@@ -143,5 +154,30 @@ func TestIsEndOfLife(t *testing.T) {
 				t.Errorf("IsEndOfLife(%s) = %v, want %v", tt.now, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestReplicationLimits(t *testing.T) {
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
+	if pg.MaxReplicas != 9 {
+		t.Errorf("postgres MaxReplicas = %d, want 9: one primary and 8 standbys, as max_wal_senders 10 allows", pg.MaxReplicas)
+	}
+	for _, key := range []string{
+		"wal_level", "hot_standby", "primary_conninfo", "primary_slot_name", "max_wal_senders", "max_replication_slots",
+		"wal_log_hints", "full_page_writes", "wal_receiver_status_interval", "synchronous_standby_names",
+		"recovery_target", "recovery_target_timeline", "recovery_target_lsn", "restore_command", "promote_trigger_file",
+	} {
+		if !slices.Contains(pg.OwnedParameters, key) || pg.OwnedParameterReasons[key] != "owned by dbkeeper for replication" {
+			t.Errorf("postgres does not own %s for replication", key)
+		}
+	}
+	for _, key := range []string{"archive_mode", "archive_command", "wal_keep_size", "hot_standby_feedback"} {
+		if slices.Contains(pg.OwnedParameters, key) {
+			t.Errorf("postgres owns %s, which replication does not set and users may need", key)
+		}
+	}
+	my, _ := LookupEngine(dbv1.EngineMySQL)
+	if my.MaxReplicas != 1 || !strings.Contains(my.MaxReplicasReason, "does not run replication for mysql") {
+		t.Errorf("mysql MaxReplicas = %d (%q), want 1 with the reason that dbkeeper does not replicate mysql", my.MaxReplicas, my.MaxReplicasReason)
 	}
 }

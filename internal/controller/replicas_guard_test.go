@@ -21,12 +21,13 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
-// replicasError is the guard's message for a postgres Database with three
-// replicas, the webhook's own.
-const replicasError = "spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for postgres yet, " +
+// replicasError is the guard's message for a mysql Database with three
+// replicas, the webhook's own. (postgres runs up to 9, a primary and its
+// standbys; the guard takes the limits from the engine catalog.)
+const replicasError = "spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for mysql yet, " +
 	"and more replicas would be independent servers with diverging data behind one Service"
 
-// TestReplicasGuard stores a Database with three replicas past admission
+// TestReplicasGuard stores a mysql Database with three replicas past admission
 // (no webhooks, and a CRD without its replicas rule, as an earlier
 // dbkeeper's was) after its children exist, and checks that the reconciler
 // reports it Stalled with the webhook's message and leaves every child as
@@ -50,7 +51,7 @@ func TestReplicasGuard(t *testing.T) {
 	c, ctx := f.client, context.Background()
 
 	key := client.ObjectKey{Namespace: f.namespace, Name: "orders"}
-	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres}}
+	db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL}}
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -95,22 +96,16 @@ func TestReplicasGuard(t *testing.T) {
 	// Store replicas 3 as a cluster without the webhooks and with an
 	// earlier CRD would, then put the CRD back.
 	probe := func() error {
-		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Replicas: ptr.To[int32](3)}}
+		probe := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: key.Namespace}, Spec: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Replicas: ptr.To[int32](3)}}
 		return c.Create(ctx, probe, client.DryRunAll)
 	}
 	var rules apiextensionsv1.ValidationRules
-	testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-		testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) {
-			rules, p.XValidations = p.XValidations, nil
-		})
-	}, probe)
+	testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, testenv.WithoutSpecRules(".replicas", &rules), probe)
 	restored := false
 	restore := func(t testing.TB) {
-		testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, func(crd *apiextensionsv1.CustomResourceDefinition) {
-			testenv.ChangeSpecProperty(crd, "replicas", func(p *apiextensionsv1.JSONSchemaProps) { p.XValidations = rules })
-		}, func() error {
+		testenv.UpdateCRD(t, crds, testenv.DatabaseCRD, testenv.RestoreSpecRules(rules), func() error {
 			if probe() == nil {
-				return fmt.Errorf("a Database with three replicas is still admitted")
+				return fmt.Errorf("a mysql Database with three replicas is still admitted")
 			}
 			return nil
 		})
@@ -122,7 +117,7 @@ func TestReplicasGuard(t *testing.T) {
 		}
 	})
 	if len(rules) == 0 {
-		t.Fatal("the CRD has no validation rule on spec.replicas")
+		t.Fatal("the CRD has no validation rule on spec")
 	}
 	stored := &dbv1.Database{}
 	if err := c.Get(ctx, key, stored); err != nil {
@@ -185,6 +180,32 @@ func TestReplicasGuard(t *testing.T) {
 			stalled := meta.FindStatusCondition(latest.Status.Conditions, dbv1.ConditionStalled)
 			if stalled == nil || stalled.Status != metav1.ConditionFalse || stalled.ObservedGeneration != latest.Generation {
 				return fmt.Sprintf("Stalled condition %+v at generation %d", stalled, latest.Generation)
+			}
+			return ""
+		})
+	})
+
+	t.Run("a postgres Database with three replicas, a primary and 2 standbys, is not Stalled", func(t *testing.T) {
+		pg := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "sales", Namespace: key.Namespace},
+			Spec: dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Replicas: ptr.To[int32](3)}}
+		if err := c.Create(ctx, pg); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, time.Minute, "Stalled=False and a StatefulSet of 3", func() string {
+			latest := &dbv1.Database{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(pg), latest); err != nil {
+				return err.Error()
+			}
+			stalled := meta.FindStatusCondition(latest.Status.Conditions, dbv1.ConditionStalled)
+			if stalled == nil || stalled.Status != metav1.ConditionFalse || stalled.ObservedGeneration != latest.Generation {
+				return fmt.Sprintf("Stalled condition %+v at generation %d", stalled, latest.Generation)
+			}
+			sts := &appsv1.StatefulSet{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(pg), sts); err != nil {
+				return err.Error()
+			}
+			if got := ptr.Deref(sts.Spec.Replicas, 0); got != 3 {
+				return fmt.Sprintf("the StatefulSet runs %d replicas", got)
 			}
 			return ""
 		})

@@ -3,6 +3,7 @@ package rules
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -36,7 +37,9 @@ var (
 )
 
 // Default fills in the fields of db the user left empty. It is engine-aware
-// (version, image and port come from the engine catalog), idempotent, and
+// (version, image and port come from the engine catalog, and
+// failoverTimeout is defaulted only for an engine dbkeeper replicates),
+// idempotent, and
 // never overwrites a value that is set. Fields that depend on an unknown
 // engine or version are left empty for validation to report the cause.
 func (r Rules) Default(db *dbv1.Database) {
@@ -55,6 +58,9 @@ func (r Rules) Default(db *dbv1.Database) {
 		}
 		if spec.Port == nil {
 			spec.Port = ptr.To(engine.Port)
+		}
+		if spec.FailoverTimeout == nil && engine.MaxReplicas > 1 {
+			spec.FailoverTimeout = &metav1.Duration{Duration: DefaultFailoverTimeout}
 		}
 	}
 	if spec.Replicas == nil {

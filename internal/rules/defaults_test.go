@@ -2,10 +2,12 @@ package rules_test
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -34,6 +36,7 @@ func defaultSpec(engine dbv1.Engine, version, image string, port int32) dbv1.Dat
 
 func TestDefault(t *testing.T) {
 	postgres := defaultSpec("postgres", "17", "docker.io/library/postgres:17.6", 5432)
+	postgres.FailoverTimeout = &metav1.Duration{Duration: 30 * time.Second}
 	mysql := defaultSpec("mysql", "8.4", "docker.io/library/mysql:8.4.6", 3306)
 	custom := dbv1.DatabaseSpec{
 		Engine:   "mysql",
@@ -103,7 +106,7 @@ func TestDefault(t *testing.T) {
 			name: "an unknown engine gets only the defaults that do not depend on the engine",
 			spec: dbv1.DatabaseSpec{Engine: "oracle"},
 			want: specWith(postgres, func(db *dbv1.Database) {
-				db.Spec.Engine, db.Spec.Version, db.Spec.Image, db.Spec.Port = "oracle", "", "", nil
+				db.Spec.Engine, db.Spec.Version, db.Spec.Image, db.Spec.Port, db.Spec.FailoverTimeout = "oracle", "", "", nil, nil
 			}),
 		},
 		{
@@ -126,6 +129,16 @@ func TestDefault(t *testing.T) {
 			want: specWith(postgres, func(db *dbv1.Database) {
 				db.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
 			}),
+		},
+		{
+			name: "a postgres failover timeout is kept",
+			spec: dbv1.DatabaseSpec{FailoverTimeout: &metav1.Duration{Duration: 2 * time.Minute}},
+			want: specWith(postgres, func(db *dbv1.Database) { db.Spec.FailoverTimeout = &metav1.Duration{Duration: 2 * time.Minute} }),
+		},
+		{
+			name: "a mysql failover timeout is kept for validation to refuse",
+			spec: dbv1.DatabaseSpec{Engine: "mysql", FailoverTimeout: &metav1.Duration{Duration: time.Minute}},
+			want: specWith(mysql, func(db *dbv1.Database) { db.Spec.FailoverTimeout = &metav1.Duration{Duration: time.Minute} }),
 		},
 		{
 			name: "a zero storage size and port are kept for validation to refuse",

@@ -55,8 +55,12 @@ func validateParameters(engine *catalog.EngineInfo, parameters map[string]string
 				"key must start with a letter or '_' and contain only letters, digits, '_', '.' and '-'"))
 		default:
 			setting := normalizeParameter(key)
-			if engine != nil && slices.ContainsFunc(engine.OwnedParameters, func(p string) bool { return normalizeParameter(p) == setting }) {
-				detail := fmt.Sprintf("%s is set by dbkeeper", key)
+			if i := ownedParameter(engine, setting); i >= 0 {
+				reason, ok := engine.OwnedParameterReasons[engine.OwnedParameters[i]]
+				if !ok {
+					reason = "set by dbkeeper"
+				}
+				detail := fmt.Sprintf("%s is %s", key, reason)
 				if hint, ok := ownedParameterHints[setting]; ok {
 					detail += "; " + hint
 				}
@@ -79,4 +83,14 @@ func validateParameters(engine *catalog.EngineInfo, parameters map[string]string
 			*errs = append(*errs, field.Invalid(path, value, "value must not contain line breaks or NUL characters"))
 		}
 	}
+}
+
+// ownedParameter returns the index in engine.OwnedParameters of the
+// (normalized) setting, -1 when dbkeeper does not own it or the engine is
+// unknown.
+func ownedParameter(engine *catalog.EngineInfo, setting string) int {
+	if engine == nil {
+		return -1
+	}
+	return slices.IndexFunc(engine.OwnedParameters, func(p string) bool { return normalizeParameter(p) == setting })
 }

@@ -24,12 +24,14 @@ var (
 	parametersPath   = specPath.Child("parameters")
 	policyPath       = specPath.Child("deletionPolicy")
 	protectionPath   = specPath.Child("deletionProtection")
+	primaryPath      = specPath.Child("primary")
+	failoverPath     = specPath.Child("failoverTimeout")
 )
 
 // reportOrder is the order in which Validate reports the spec's fields.
 var reportOrder = []*field.Path{
 	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
-	portPath, databaseNamePath, usernamePath, parametersPath, policyPath,
+	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath,
 }
 
 // FieldRank orders field paths as Validate reports them: metadata first,

@@ -49,6 +49,7 @@ func validateTransition(oldSpec, newSpec *dbv1.DatabaseSpec, errs *field.ErrorLi
 		add = append(add, field.Forbidden(sizePath, fmt.Sprintf("may not be decreased (from %s to %s)", quantityString(*oldSize), quantityString(*newSize))))
 	}
 	*errs = append(*errs, add...)
+	explainPrimaryScaleDown(oldSpec, newSpec, *errs)
 }
 
 // versionChangeErrors refuses a major version downgrade, and any major

@@ -52,6 +52,8 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
 	validateDeletionPolicy(spec, &errs)
+	validatePrimary(db, &errs)
+	validateFailoverTimeout(engine, spec, &errs)
 	return errs
 }
 
@@ -84,6 +86,9 @@ func (r Rules) ValidateUpdate(oldDB, newDB *dbv1.Database) ([]string, field.Erro
 	warnings := r.stateWarnings(oldDB, newDB)
 	if len(errs) == 0 {
 		warnings = appendRestartWarning(warnings, oldDB, newDB)
+		if w := primaryChangeWarning(oldDB, newDB); w != "" {
+			warnings = append(warnings, w)
+		}
 	}
 	return warnings, errs
 }

@@ -3,6 +3,7 @@ package rules_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -39,6 +40,14 @@ func TestValidateCreateAcceptsValidDatabases(t *testing.T) {
 			db:    fixture.With(fixture.Defaulted(fixture.Database("orders")), fixture.WithImage("registry.example.com/mirror/postgres:17.6")),
 		},
 		{name: "one replica", db: valid(fixture.WithReplicas(1))},
+		{name: "3 postgres replicas: a primary and 2 standbys", db: valid(fixture.WithReplicas(3))},
+		{name: "9 postgres replicas: a primary and 8 standbys", db: valid(fixture.WithReplicas(9))},
+		{name: "a primary among the replicas", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-2"))},
+		{name: "ordinal 0 as the primary", db: valid(fixture.WithPrimary("orders-0"))},
+		{name: "the only pod of a mysql Database as its primary", db: validMySQL(fixture.WithPrimary("orders-0"))},
+		{name: "the shortest failover timeout", db: valid(fixture.WithFailoverTimeout(10 * time.Second))},
+		{name: "the longest failover timeout", db: valid(fixture.WithFailoverTimeout(10 * time.Minute))},
+		{name: "the postgres owned parameters' neighbours", db: valid(fixture.WithParameter("archive_mode", "on"), fixture.WithParameter("wal_keep_size", "1GB"))},
 		{name: "64Ti of storage", db: valid(fixture.WithStorageSize("64Ti"))},
 		{name: "1Gi of storage written in Mi", db: valid(fixture.WithStorageSize("1024Mi"))},
 		{name: "a storage class", db: valid(fixture.WithStorageClass("fast-ssd.example.com"))},
@@ -165,12 +174,59 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 		{name: "zero replicas", db: valid(fixture.WithReplicas(0)), want: []fieldError{invalidAt("spec.replicas")}},
 		{name: "negative replicas", db: valid(fixture.WithReplicas(-1)), want: []fieldError{invalidAt("spec.replicas")}},
 		{
-			name: "more than one postgres replica, while dbkeeper runs no replication", db: valid(fixture.WithReplicas(3)), want: []fieldError{invalidAt("spec.replicas")},
-			detail: "must be 1: dbkeeper does not run replication for postgres yet, and more replicas would be independent servers with diverging data behind one Service",
+			name: "more than 9 postgres replicas", db: valid(fixture.WithReplicas(10)), want: []fieldError{invalidAt("spec.replicas")},
+			detail: "spec.replicas: Invalid value: 10: must be at most 9 for postgres: one primary and at most 8 streaming standbys",
 		},
 		{
-			name: "more than one mysql replica, while dbkeeper runs no replication", db: validMySQL(fixture.WithReplicas(2)), want: []fieldError{invalidAt("spec.replicas")},
+			name: "more than one mysql replica, while dbkeeper runs no replication for mysql", db: validMySQL(fixture.WithReplicas(2)), want: []fieldError{invalidAt("spec.replicas")},
 			detail: "must be 1: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",
+		},
+
+		// spec.primary
+		{
+			name: "a primary beyond the replicas", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-3")),
+			want:   []fieldError{invalidAt("spec.primary")},
+			detail: `spec.primary: Invalid value: "orders-3": names no pod: spec.replicas is 3, so orders-0 to orders-2`,
+		},
+		{
+			name: "a primary other than the only pod", db: valid(fixture.WithPrimary("orders-1")),
+			want: []fieldError{invalidAt("spec.primary")}, detail: "names no pod: spec.replicas is 1, so only orders-0",
+		},
+		{
+			name: "a mysql primary other than its only pod", db: validMySQL(fixture.WithPrimary("orders-1")),
+			want: []fieldError{invalidAt("spec.primary")}, detail: "so only orders-0",
+		},
+		{name: "a primary of another Database", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("invoices-0")), want: []fieldError{invalidAt("spec.primary")}},
+		{name: "a primary without an ordinal", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders")), want: []fieldError{invalidAt("spec.primary")}},
+		{name: "a primary with a leading zero", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-01")), want: []fieldError{invalidAt("spec.primary")}},
+		{name: "a primary with a negative ordinal", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders--1")), want: []fieldError{invalidAt("spec.primary")}},
+		{name: "a primary with a sign", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-+1")), want: []fieldError{invalidAt("spec.primary")}},
+		{name: "a primary with a huge ordinal", db: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-99999999999999999999")), want: []fieldError{invalidAt("spec.primary")}},
+		{
+			name: "a primary of a Database whose name is generated",
+			db:   valid(fixture.WithGenerateName("orders-"), fixture.WithPrimary("orders-0")),
+			want: []fieldError{invalidAt("spec.primary")}, detail: "generated",
+		},
+		{
+			name: "a primary is not checked against invalid replicas",
+			db:   valid(fixture.WithReplicas(0), fixture.WithPrimary("orders-5")), want: []fieldError{invalidAt("spec.replicas")},
+		},
+
+		// spec.failoverTimeout
+		{name: "no postgres failover timeout", db: valid(fixture.WithFailoverTimeout(0)), want: []fieldError{required("spec.failoverTimeout")}},
+		{
+			name: "a failover timeout below 10s", db: valid(fixture.WithFailoverTimeout(9 * time.Second)),
+			want: []fieldError{invalidAt("spec.failoverTimeout")}, detail: `spec.failoverTimeout: Invalid value: "9s": must be between 10s and 10m`,
+		},
+		{
+			name: "a failover timeout above 10m", db: valid(fixture.WithFailoverTimeout(10*time.Minute + time.Second)),
+			want: []fieldError{invalidAt("spec.failoverTimeout")}, detail: `Invalid value: "10m1s": must be between 10s and 10m`,
+		},
+		{name: "a negative failover timeout", db: valid(fixture.WithFailoverTimeout(-time.Minute)), want: []fieldError{invalidAt("spec.failoverTimeout")}},
+		{
+			name: "a mysql failover timeout", db: validMySQL(fixture.WithFailoverTimeout(time.Minute)),
+			want:   []fieldError{forbidden("spec.failoverTimeout")},
+			detail: "spec.failoverTimeout: Forbidden: mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",
 		},
 
 		// spec.storage
@@ -271,6 +327,15 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 			name: "the postgres port parameter", db: valid(fixture.WithParameter("port", "5433")),
 			want: []fieldError{forbidden("spec.parameters[port]")}, detail: "set spec.port instead",
 		},
+		{
+			name: "a postgres parameter dbkeeper owns for replication", db: valid(fixture.WithParameter("wal_level", "logical")),
+			want: []fieldError{forbidden("spec.parameters[wal_level]")}, detail: "spec.parameters[wal_level]: Forbidden: wal_level is owned by dbkeeper for replication",
+		},
+		{
+			name: "every recovery target is owned",
+			db:   valid(fixture.WithParameter("recovery_target_time", "2026-01-01"), fixture.WithParameter("Recovery_Target_Timeline", "1"), fixture.WithParameter("restore-command", "cp")),
+			want: []fieldError{forbidden("spec.parameters[Recovery_Target_Timeline]"), forbidden("spec.parameters[recovery_target_time]"), forbidden("spec.parameters[restore-command]")},
+		},
 		{name: "a postgres owned parameter in capitals", db: valid(fixture.WithParameter("Listen_Addresses", "*")), want: []fieldError{forbidden("spec.parameters[Listen_Addresses]")}, detail: "set by dbkeeper"},
 		{name: "a postgres owned parameter with dashes", db: valid(fixture.WithParameter("data-directory", "/x")), want: []fieldError{forbidden("spec.parameters[data-directory]")}},
 		{name: "the mysql bind address with an underscore", db: validMySQL(fixture.WithParameter("bind_address", "0.0.0.0")), want: []fieldError{forbidden("spec.parameters[bind_address]")}},
@@ -298,12 +363,13 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 				fixture.WithVersion("12"), fixture.WithImage("postgres:latest"), fixture.WithReplicas(0), fixture.WithStorageSize("100Mi"),
 				fixture.WithRequest(corev1.ResourceMemory, "2Gi"), fixture.WithLimit(corev1.ResourceMemory, "1Gi"),
 				fixture.WithPort(22), fixture.WithDatabaseName("template0"), fixture.WithUsername("Admin"), fixture.WithParameter("port", "1"), fixture.WithDeletionPolicy("Keep"),
+				fixture.WithPrimary("orders-1"), fixture.WithFailoverTimeout(time.Second),
 			),
 			want: []fieldError{
 				invalidAt("metadata.name"), notSupported("spec.version"), invalidAt("spec.image"), invalidAt("spec.replicas"),
 				invalidAt("spec.storage.size"), invalidAt("spec.resources.requests[memory]"), invalidAt("spec.port"),
 				invalidAt("spec.databaseName"), invalidAt("spec.username"), forbidden("spec.parameters[port]"),
-				notSupported("spec.deletionPolicy"),
+				notSupported("spec.deletionPolicy"), invalidAt("spec.failoverTimeout"),
 			},
 		},
 	}
@@ -337,16 +403,41 @@ func TestValidateUpdate(t *testing.T) {
 		detail   string
 	}{
 		{name: "an unchanged Database", old: valid(), new: valid()},
+		{name: "scaling postgres to 3 replicas", old: valid(), new: valid(fixture.WithReplicas(3))},
 		{
-			name: "more replicas, while dbkeeper runs no replication", old: valid(), new: valid(fixture.WithReplicas(3)),
-			want: []fieldError{invalidAt("spec.replicas")}, detail: "must be 1: dbkeeper does not run replication for postgres yet",
+			name: "more mysql replicas, while dbkeeper runs no replication for mysql", old: validMySQL(), new: validMySQL(fixture.WithReplicas(3)),
+			want: []fieldError{invalidAt("spec.replicas")}, detail: "must be 1: dbkeeper does not run replication for mysql yet",
 		},
 		{
-			name: "a spec change of a Database stored with more replicas than allowed is refused until they are set back to 1",
-			old:  valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(3), fixture.WithStorageSize("5Gi")),
+			name: "a spec change of a mysql Database stored with more replicas than allowed is refused until they are set back to 1",
+			old:  validMySQL(fixture.WithReplicas(3)), new: validMySQL(fixture.WithReplicas(3), fixture.WithStorageSize("5Gi")),
 			want: []fieldError{invalidAt("spec.replicas")},
 		},
-		{name: "setting a Database stored with more replicas back to 1", old: valid(fixture.WithReplicas(3)), new: valid()},
+		{name: "setting a mysql Database stored with more replicas back to 1", old: validMySQL(fixture.WithReplicas(3)), new: validMySQL()},
+		{
+			name: "scaling down below the primary's ordinal is refused on spec.primary",
+			old:  valid(fixture.WithReplicas(5), fixture.WithPrimary("orders-3")), new: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-3")),
+			want: []fieldError{invalidAt("spec.primary")},
+			detail: `spec.primary: Invalid value: "orders-3": names no pod: spec.replicas is 3, so orders-0 to orders-2: ` +
+				"scaling down from 5 replicas removes it; name a pod that stays, or leave spec.primary empty",
+		},
+		{
+			name: "scaling down while moving the primary to a pod that stays",
+			old:  valid(fixture.WithReplicas(5), fixture.WithPrimary("orders-3")), new: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-1")),
+		},
+		{
+			name: "scaling down while leaving the primary to dbkeeper",
+			old:  valid(fixture.WithReplicas(5), fixture.WithPrimary("orders-3")), new: valid(fixture.WithReplicas(3)),
+		},
+		{
+			name: "naming a primary beyond the replicas is refused without the scale-down hint",
+			old:  valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-3")),
+			want: []fieldError{invalidAt("spec.primary")}, detail: `names no pod: spec.replicas is 3, so orders-0 to orders-2`,
+		},
+		{
+			name: "a stored postgres Database without a failover timeout, updated with the default",
+			old:  valid(fixture.WithFailoverTimeout(0)), new: valid(fixture.WithStorageSize("5Gi")),
+		},
 		{name: "a larger storage size", old: valid(fixture.WithStorageSize("10Gi")), new: valid(fixture.WithStorageSize("20Gi"))},
 		{name: "the same storage size in other units", old: valid(fixture.WithStorageSize("10Gi")), new: valid(fixture.WithStorageSize("10240Mi"))},
 		{name: "a storage class set for the first time", old: valid(), new: valid(fixture.WithStorageClass("fast"))},

@@ -38,8 +38,10 @@ func TestValidateCreateWarnings(t *testing.T) {
 		db    *dbv1.Database
 		want  []string
 	}{
-		{name: "a single replica warns of nothing while the engine runs no replication", db: valid()},
-		{name: "more replicas than the engine runs warn of nothing: they are refused", db: valid(fixture.WithReplicas(3))},
+		{name: "a single postgres replica has no standby to fail over to", db: valid(), want: []string{singleReplicaWarning}},
+		{name: "a primary and 2 standbys warn of nothing", db: valid(fixture.WithReplicas(3))},
+		{name: "a single mysql replica warns of nothing: mysql runs no standby whatever the spec says", db: validMySQL()},
+		{name: "more replicas than the engine runs warn of nothing: they are refused", db: validMySQL(fixture.WithReplicas(3))},
 		{
 			name: "deletionPolicy Delete destroys the data with the Database",
 			db:   valid(fixture.WithReplicas(3), fixture.WithDeletionPolicy("Delete")), want: []string{deletePolicyWarning},
@@ -47,22 +49,22 @@ func TestValidateCreateWarnings(t *testing.T) {
 		{
 			name:  "a version past its end of life, on the day",
 			rules: rulesAt(day(2026, time.November, 12)),
-			db:    valid(fixture.WithVersion("14"), fixture.WithImage("")), want: []string{postgres14EOLWarning},
+			db:    valid(fixture.WithVersion("14"), fixture.WithImage("")), want: []string{postgres14EOLWarning, singleReplicaWarning},
 		},
 		{
 			name:  "a version past its end of life",
 			rules: rulesAt(day(2026, time.December, 2)),
-			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14EOLWarning},
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14EOLWarning, singleReplicaWarning},
 		},
 		{
 			name:  "a version within 90 days of its end of life",
 			rules: rulesAt(day(2026, time.September, 1)),
-			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14SoonWarning},
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{postgres14SoonWarning, singleReplicaWarning},
 		},
 		{
 			name:  "a version more than 90 days before its end of life",
 			rules: rulesAt(day(2026, time.August, 1)),
-			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))),
+			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), want: []string{singleReplicaWarning},
 		},
 		{
 			name:  "a mysql version past its end of life",
@@ -74,12 +76,12 @@ func TestValidateCreateWarnings(t *testing.T) {
 			name:  "every warning at once, in a fixed order",
 			rules: rulesAt(day(2026, time.December, 2)),
 			db:    fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"), fixture.WithDeletionPolicy("Delete"))),
-			want:  []string{postgres14EOLWarning, deletePolicyWarning},
+			want:  []string{postgres14EOLWarning, singleReplicaWarning, deletePolicyWarning},
 		},
 		{
 			name:  "no end-of-life warning for an unsupported version",
 			rules: rulesAt(day(2030, time.January, 1)),
-			db:    valid(fixture.WithVersion("9")),
+			db:    valid(fixture.WithVersion("9")), want: []string{singleReplicaWarning},
 		},
 	}
 	for _, tt := range tests {
@@ -152,6 +154,35 @@ func TestValidateUpdateWarnings(t *testing.T) {
 			old:  valid(), new: valid(fixture.WithRequest(corev1.ResourceCPU, "1"), fixture.WithUsername("shop")),
 		},
 		{
+			name: "scaling postgres down to 1 leaves no standby",
+			old:  valid(fixture.WithReplicas(3)), new: valid(),
+			want: []string{singleReplicaWarning},
+		},
+		{
+			name: "naming another primary is a switchover from ordinal 0 before dbkeeper recorded one",
+			old:  valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-1")),
+			want: []string{"changing spec.primary switches the primary from orders-0 to orders-1: connections to orders are closed and writes pause for the switchover"},
+		},
+		{
+			name: "naming another primary is a switchover from status.currentPrimary",
+			old:  valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-2"), fixture.WithCurrentPrimary("orders-2")),
+			new:  valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-1"), fixture.WithCurrentPrimary("orders-2")),
+			want: []string{"changing spec.primary switches the primary from orders-2 to orders-1: connections to orders are closed and writes pause for the switchover"},
+		},
+		{
+			name: "naming the current primary switches nothing",
+			old:  valid(fixture.WithReplicas(3), fixture.WithCurrentPrimary("orders-2")),
+			new:  valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-2"), fixture.WithCurrentPrimary("orders-2")),
+		},
+		{
+			name: "emptying spec.primary switches nothing",
+			old:  valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-1")), new: valid(fixture.WithReplicas(3)),
+		},
+		{
+			name: "a refused primary warns of no switchover",
+			old:  valid(fixture.WithReplicas(3)), new: valid(fixture.WithReplicas(3), fixture.WithPrimary("orders-3")),
+		},
+		{
 			name: "a change of metadata only warns of nothing, not even end of life",
 			old:  fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))),
 			new:  fixture.With(fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("14"))), with(func(db *dbv1.Database) { db.Labels = map[string]string{"a": "b"} })),
@@ -173,24 +204,23 @@ func TestValidateUpdateWarnings(t *testing.T) {
 }
 
 // TestReplicatedEngineWarnings checks the warnings that depend on the number
-// of pods with an engine that runs replication, which the catalog has none
-// of yet: a copy of postgres with a higher MaxReplicas.
+// of pods with an engine that runs replication (postgres), and that an
+// engine that does not (mysql) is never told it has no standby.
 func TestReplicatedEngineWarnings(t *testing.T) {
 	postgres, _ := catalog.LookupEngine(dbv1.EnginePostgres)
-	replicated := *postgres
-	replicated.MaxReplicas = 5
+	mysql, _ := catalog.LookupEngine(dbv1.EngineMySQL)
 
 	t.Run("a single replica of a replicated engine has no standby", func(t *testing.T) {
-		if got := rules.WarnSingleReplica(&replicated, nil, &valid().Spec); got != singleReplicaWarning {
+		if got := rules.WarnSingleReplica(postgres, nil, &valid().Spec); got != singleReplicaWarning {
 			t.Errorf("warning = %q, want %q", got, singleReplicaWarning)
 		}
-		if got := rules.WarnSingleReplica(&replicated, valid(fixture.WithReplicas(3)), &valid().Spec); got != singleReplicaWarning {
+		if got := rules.WarnSingleReplica(postgres, valid(fixture.WithReplicas(3)), &valid().Spec); got != singleReplicaWarning {
 			t.Errorf("scaling down to 1: warning = %q, want %q", got, singleReplicaWarning)
 		}
-		if got := rules.WarnSingleReplica(&replicated, valid(), &valid().Spec); got != "" {
+		if got := rules.WarnSingleReplica(postgres, valid(), &valid().Spec); got != "" {
 			t.Errorf("staying at 1 repeated the warning %q", got)
 		}
-		if got := rules.WarnSingleReplica(postgres, nil, &valid().Spec); got != "" {
+		if got := rules.WarnSingleReplica(mysql, nil, &validMySQL().Spec); got != "" {
 			t.Errorf("an engine without replication warned %q", got)
 		}
 	})

@@ -58,13 +58,37 @@ func UpdateCRD(t testing.TB, c client.Client, name string, change func(*apiexten
 	})
 }
 
-// ChangeSpecProperty changes the schema of a property of the spec of the
-// CRD's only version, e.g. "replicas", in change functions of UpdateCRD.
-func ChangeSpecProperty(crd *apiextensionsv1.CustomResourceDefinition, name string, change func(*apiextensionsv1.JSONSchemaProps)) {
+// ChangeSpec changes the schema of the spec of the CRD's only version, e.g.
+// its rules (x-kubernetes-validations), in change functions of UpdateCRD.
+func ChangeSpec(crd *apiextensionsv1.CustomResourceDefinition, change func(*apiextensionsv1.JSONSchemaProps)) {
 	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 	spec := root.Properties["spec"]
-	property := spec.Properties[name]
-	change(&property)
-	spec.Properties[name] = property
+	change(&spec)
 	root.Properties["spec"] = spec
+}
+
+// WithoutSpecRules returns a change function for UpdateCRD that takes the
+// spec's rules reported on fieldPath (e.g. ".replicas") out of the CRD, and
+// stores every rule of the spec as it was in *saved, for RestoreSpecRules.
+func WithoutSpecRules(fieldPath string, saved *apiextensionsv1.ValidationRules) func(*apiextensionsv1.CustomResourceDefinition) {
+	return func(crd *apiextensionsv1.CustomResourceDefinition) {
+		ChangeSpec(crd, func(spec *apiextensionsv1.JSONSchemaProps) {
+			*saved = spec.XValidations
+			var kept apiextensionsv1.ValidationRules
+			for _, r := range spec.XValidations {
+				if r.FieldPath != fieldPath {
+					kept = append(kept, r)
+				}
+			}
+			spec.XValidations = kept
+		})
+	}
+}
+
+// RestoreSpecRules returns a change function for UpdateCRD that puts back
+// the spec's rules WithoutSpecRules saved.
+func RestoreSpecRules(saved apiextensionsv1.ValidationRules) func(*apiextensionsv1.CustomResourceDefinition) {
+	return func(crd *apiextensionsv1.CustomResourceDefinition) {
+		ChangeSpec(crd, func(spec *apiextensionsv1.JSONSchemaProps) { spec.XValidations = saved })
+	}
 }

@@ -180,7 +180,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("scaling to 3 is refused: dbkeeper runs no replication yet", func(t *testing.T) {
+	t.Run("scaling the mysql sample to 3 is refused: dbkeeper runs no replication for mysql", func(t *testing.T) {
 		out, err := s.kubectl("patch", "-n", "shop", "db", "catalog", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		if err == nil || !strings.Contains(out, "spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service") {
 			t.Errorf("scaling to 3 was not refused with the reason: %v\n%s", err, out)

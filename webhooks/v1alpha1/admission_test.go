@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,10 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
+
+// singleReplicaWarning is the warning of a postgres Database created with
+// one replica.
+const singleReplicaWarning = "spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails"
 
 // warnings collects the warnings the API server returns to a client.
 type warnings struct {
@@ -116,11 +121,12 @@ func TestAdmission(t *testing.T) {
 		if s.Engine != dbv1.EnginePostgres || s.Version != "17" || s.Image != "docker.io/library/postgres:17.6" ||
 			ptr.Deref(s.Replicas, 0) != 1 || s.Storage.Size == nil || s.Storage.Size.String() != "1Gi" ||
 			s.DatabaseName != "app" || s.Username != "app" || ptr.Deref(s.Port, 0) != 5432 || s.DeletionPolicy != dbv1.DeletionPolicyRetain ||
-			s.Resources.Requests.Cpu().String() != "100m" || s.Resources.Requests.Memory().String() != "256Mi" {
+			s.Resources.Requests.Cpu().String() != "100m" || s.Resources.Requests.Memory().String() != "256Mi" ||
+			s.FailoverTimeout == nil || s.FailoverTimeout.Duration != 30*time.Second {
 			t.Errorf("defaults not stored: %+v", s)
 		}
-		if w := seen.take(); len(w) != 0 {
-			t.Errorf("warnings = %q, want none", w)
+		if w := seen.take(); !slices.Equal(w, []string{singleReplicaWarning}) {
+			t.Errorf("warnings = %q, want only %q", w, singleReplicaWarning)
 		}
 	})
 
@@ -238,7 +244,7 @@ func TestAdmission(t *testing.T) {
 				stderr: `The Database "broken" is invalid: 
 * spec.version: Unsupported value: "12": supported values: "14", "15", "16", "17", "18"
 * spec.image: Invalid value: "postgres:latest": must not use the tag "latest", which moves: pods restarted at different times would run different versions; name a version, e.g. docker.io/library/postgres:17.6
-* spec.replicas: Invalid value: 3: must be 1: dbkeeper does not run replication for postgres yet, and more replicas would be independent servers with diverging data behind one Service
+* spec.replicas: Invalid value: 10: must be at most 9 for postgres: one primary and at most 8 streaming standbys: dbkeeper sets max_wal_senders and max_replication_slots to 10, for 8 standbys, a base backup in progress and one spare
 * spec.databaseName: Invalid value: "postgres": is reserved by postgres
 * spec.username: Invalid value: "1admin": must start with a lowercase letter or '_' and contain only lowercase letters, digits and '_'
 * spec.parameters[port]: Forbidden: port is set by dbkeeper; set spec.port instead

@@ -26,6 +26,10 @@ func validMySQL(opts ...fixture.Option) *dbv1.Database {
 	return fixture.With(fixture.Defaulted(fixture.Database("orders", fixture.WithEngine(dbv1.EngineMySQL))), opts...)
 }
 
+// singleReplicaWarning is the warning of a postgres Database created with
+// one replica.
+const singleReplicaWarning = "spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails"
+
 // deletePolicyWarning is the warning of a Database created with
 // deletionPolicy Delete.
 const deletePolicyWarning = "spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data are deleted with the Database"

@@ -26,10 +26,10 @@ import (
 // with a 500), and one whose stored object holds a quantity CheckQuantities
 // refuses with an Invalid error naming each field.
 //
-// Quantities of the object that CheckQuantities refuses are taken out of
-// it before next decodes it, and their errors put in the context, where
-// the webhooks' Default and Validate methods add them to the errors of the
-// rest of the object: one answer names every problem. A request with such
+// Quantities (and durations) of the object that CheckQuantities refuses
+// are taken out of it before next decodes it, and their errors put in the
+// context, where the webhooks' Default and Validate methods add them to the
+// errors of the rest of the object: one answer names every problem. A request with such
 // a quantity is always refused: if next allowed it, Guard refuses it with
 // the quantity errors alone.
 func Guard(next admission.Handler) admission.Handler {

@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -137,6 +138,35 @@ func TestQuantityFieldsAreComplete(t *testing.T) {
 	}
 }
 
+// TestDurationFieldsAreComplete walks the Database type and checks that
+// every metav1.Duration field is in durationFields.
+func TestDurationFieldsAreComplete(t *testing.T) {
+	duration := reflect.TypeFor[metav1.Duration]()
+	var found []string
+	spec := reflect.TypeFor[dbv1.DatabaseSpec]()
+	for i := range spec.NumField() {
+		f := spec.Field(i)
+		typ := f.Type
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case typ == duration:
+			found = append(found, "spec."+name)
+		case typ.Kind() == reflect.Struct && typ.PkgPath() == spec.PkgPath():
+			for j := range typ.NumField() {
+				if g := typ.Field(j); g.Type == duration || g.Type == reflect.PointerTo(duration) {
+					t.Errorf("spec.%s has a duration field %s: extend durationFields and this test", name, g.Name)
+				}
+			}
+		}
+	}
+	if !slices.Equal(found, durationFields) {
+		t.Errorf("duration fields of DatabaseSpec %v, guarded %v", found, durationFields)
+	}
+}
+
 // TestGuardAnswersAtOnce sends the request that would take minutes to
 // decode, and one whose object is not JSON (which the decoder would read as
 // YAML), through the real defaulting and validating handlers.
@@ -217,16 +247,32 @@ func TestGuardReportsQuantitiesWithTheOtherErrors(t *testing.T) {
 			defaultOnly: true,
 		},
 		{
+			name:   "a create with a malformed failover timeout and other errors",
+			op:     admissionv1.Create,
+			object: `{"metadata":{"name":"orders"},"spec":{"image":"postgres:latest","failoverTimeout":"soon","primary":"orders-1"}}`,
+			want: `Database.dbkeeper.io "orders" is invalid: [` +
+				`spec.image: Invalid value: "postgres:latest": must not use the tag "latest", which moves: pods restarted at different times would run different versions; name a version, e.g. docker.io/library/postgres:17.6, ` +
+				`spec.primary: Invalid value: "orders-1": names no pod: spec.replicas is 1, so only orders-0, ` +
+				`spec.failoverTimeout: Invalid value: "soon": must be a duration such as 30s or 2m]`,
+			defaultOnly: true,
+		},
+		{
+			name:   "a failover timeout written as a number",
+			op:     admissionv1.Create,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","failoverTimeout":30,"resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
+			want:   `Database.dbkeeper.io "orders" is invalid: spec.failoverTimeout: Invalid value: "30": must be a duration such as 30s or 2m, written as a string`,
+		},
+		{
 			name:   "an update whose new size is malformed is not also reported as shrinking",
 			op:     admissionv1.Update,
 			old:    valid(fixture.WithStorageSize("10Gi")),
-			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10 gigs"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","failoverTimeout":"30s","resources":{"requests":{"cpu":"100m","memory":"256Mi"}}}}`,
 			want:   `Database.dbkeeper.io "orders" is invalid: spec.storage.size: Invalid value: "10 gigs": must be a quantity such as 10Gi or 1Ti`,
 		},
 		{
 			name:   "a create whose only problem is a malformed quantity",
 			op:     admissionv1.Create,
-			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","resources":{"limits":{"memory":"2 GB"}}}}`,
+			object: `{"metadata":{"name":"orders"},"spec":{"engine":"postgres","version":"17","image":"docker.io/library/postgres:17.6","replicas":1,"storage":{"size":"10Gi"},"databaseName":"app","username":"app","port":5432,"deletionPolicy":"Retain","failoverTimeout":"30s","resources":{"limits":{"memory":"2 GB"}}}}`,
 			want:   `Database.dbkeeper.io "orders" is invalid: spec.resources.limits[memory]: Invalid value: "2 GB": must be a quantity such as 512Mi or 2Gi`,
 		},
 	}

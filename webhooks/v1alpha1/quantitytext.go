@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -41,13 +42,23 @@ var quantityFields = []string{
 	"spec.resources.requests.*",
 }
 
+// durationFields are the JSON paths of every duration (metav1.Duration) in
+// a Database. A duration that is not Go duration text would fail the
+// decoding of the whole Database with an error that names no field, so
+// stripQuantities takes it out and reports it like a malformed quantity.
+// TestDurationFieldsAreComplete checks the list against the Go types.
+var durationFields = []string{
+	"spec.failoverTimeout",
+}
+
 // CheckQuantities returns an error for every quantity in a Database's JSON
 // encoding that cannot be decoded, or not safely: text that is not a
 // quantity, a value that is neither a string nor a number, or text too long
 // or with an exponent too large to parse safely (see MaxQuantityLength).
 // Each error is an Invalid on the field's path with an example of a valid
-// value. It decodes nothing into a Database, and returns no error for JSON it
-// cannot read: the decoder reports that.
+// value. Durations that do not decode (see durationFields) are reported the
+// same way. It decodes nothing into a Database, and returns no error for
+// JSON it cannot read: the decoder reports that.
 func CheckQuantities(raw []byte) field.ErrorList {
 	_, errs := stripQuantities(raw)
 	return errs
@@ -70,6 +81,14 @@ func stripQuantities(raw []byte) ([]byte, field.ErrorList) {
 	for _, pattern := range quantityFields {
 		walkPath(obj, strings.Split(pattern, "."), nil, func(path *field.Path, parent map[string]any, key string) {
 			if err := quantityError(path, parent[key]); err != nil {
+				errs = append(errs, err)
+				delete(parent, key)
+			}
+		})
+	}
+	for _, pattern := range durationFields {
+		walkPath(obj, strings.Split(pattern, "."), nil, func(path *field.Path, parent map[string]any, key string) {
+			if err := durationError(path, parent[key]); err != nil {
 				errs = append(errs, err)
 				delete(parent, key)
 			}
@@ -105,6 +124,25 @@ func quantityError(path *field.Path, v any) *field.Error {
 		return nil
 	default:
 		return field.Invalid(path, jsonType(v), "must be a quantity such as "+example+", written as a string")
+	}
+}
+
+// durationError returns the error of a duration's JSON value, nil when it
+// decodes (as metav1.Duration.UnmarshalJSON) or is null (unset).
+func durationError(path *field.Path, v any) *field.Error {
+	const detail = "must be a duration such as 30s or 2m"
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if _, err := time.ParseDuration(v); err != nil {
+			return field.Invalid(path, shorten(v), detail)
+		}
+		return nil
+	case json.Number:
+		return field.Invalid(path, v.String(), detail+", written as a string")
+	default:
+		return field.Invalid(path, jsonType(v), detail+", written as a string")
 	}
 }
 

@@ -158,7 +158,7 @@ func TestValidatingWebhook(t *testing.T) {
 		if want := `Database.dbkeeper.io "orders" is invalid: [spec.port: Invalid value: 80`; !strings.HasPrefix(resp.Result.Message, want) {
 			t.Errorf("message = %q, want it to start with %q", resp.Result.Message, want)
 		}
-		assertWarnings(t, resp.Warnings)
+		assertWarnings(t, resp.Warnings, singleReplicaWarning)
 	})
 
 	t.Run("allows a valid Database with its warnings", func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestValidatingWebhook(t *testing.T) {
 		if !resp.Allowed {
 			t.Fatalf("refused: %s", resp.Result.Message)
 		}
-		assertWarnings(t, resp.Warnings, deletePolicyWarning)
+		assertWarnings(t, resp.Warnings, singleReplicaWarning, deletePolicyWarning)
 	})
 
 	t.Run("refuses shrinking the storage", func(t *testing.T) {
