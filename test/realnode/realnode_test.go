@@ -232,6 +232,8 @@ ports: [{name: http, port: 80, protocol: TCP}]
 			return ""
 		})
 	})
+
+	t.Run("postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", s.testReplication)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

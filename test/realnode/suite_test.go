@@ -75,7 +75,8 @@ func setup(t *testing.T) *suite {
 		}
 	})
 	s.manager, err = localrun.StartManager(ctx, env.ManagerOptions(env.Cluster.Kubeconfig, s.logFile,
-		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"))
+		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info",
+		"--instance-image="+s.image("dbkeeper.local/dbkeeper-instance:")))
 	if err != nil {
 		t.Fatal(err)
 	}

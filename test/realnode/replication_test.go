@@ -1,0 +1,441 @@
+package realnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// testReplication runs a 3-replica postgres Database on the real node:
+// rows written through <name> are read back through <name>-ro, which
+// refuses writes; a switchover loses no acknowledged row; a primary cut off
+// from the network is fenced and replaced, and rejoins as a standby once
+// the network is back; scaling 3 → 1 → 3 keeps the rows.
+func (s *suite) testReplication(t *testing.T) {
+	const name = "ledger"
+	// The replication tools (pg_basebackup, pg_rewind) of the postgres 15
+	// image are of the server's own version (docs/images.md).
+	image := s.image("dbkeeper.local/postgres:15.")
+	s.apply(strings.Replace(database(name, "postgres", "15", image, "Delete", nil),
+		"  deletionPolicy:", "  replicas: 3\n  failoverTimeout: 10s\n  deletionPolicy:", 1))
+	took := s.waitReady(name, 6*time.Minute)
+	t.Logf("3-replica postgres: apply to Ready in %.1fs", took.Seconds())
+	s.checkRoles(t, name, name+"-0")
+
+	rw, ro := s.pgTarget(name, name), s.pgTarget(name, name+"-ro")
+	rw.exec(t, "CREATE TABLE ledger (n int PRIMARY KEY, at timestamptz DEFAULT now())")
+	rw.exec(t, "INSERT INTO ledger (n) VALUES (-1)")
+	began := time.Now()
+	testenv.Eventually(t, 30*time.Second, "a row written through "+name+" is read through "+name+"-ro", func() string {
+		n, err := ro.count(-1)
+		if err != nil || n != 1 {
+			return fmt.Sprintf("count = %d, %v", n, err)
+		}
+		return ""
+	})
+	t.Logf("a committed row visible through %s-ro after %v", name, time.Since(began).Round(time.Millisecond))
+	if err := ro.execErr("INSERT INTO ledger (n) VALUES (-2)"); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("an INSERT through %s-ro: %v, want refused as read-only", name, err)
+	}
+
+	t.Run("switchover loses no acknowledged row", func(t *testing.T) {
+		w := startWriter(rw, 0)
+		time.Sleep(2 * time.Second)
+		began := time.Now()
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-1"}}`)
+		s.waitPrimary(t, name, name+"-1", 2*time.Minute)
+		w.waitWrites(t, 5, time.Minute)
+		acked, outage := w.stop()
+		t.Logf("switchover %s-0 → %s-1: primary recorded after %v; writes paused %v; %d rows acknowledged",
+			name, name, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
+		s.checkLost(t, rw, acked, 0)
+		s.waitReady(name, 3*time.Minute)
+		s.checkRoles(t, name, name+"-1")
+	})
+
+	t.Run("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
+		old := s.primaryOf(t, name)
+		w := startWriter(rw, 100000)
+		time.Sleep(2 * time.Second)
+		began := time.Now()
+		heal := s.isolate(t, old)
+		newPrimary := s.waitNewPrimary(t, name, old, 3*time.Minute)
+		w.waitWrites(t, 5, time.Minute)
+		acked, outage := w.stop()
+		t.Logf("failover %s → %s after isolating %s: primary recorded after %v; writes paused %v; %d rows acknowledged",
+			old, newPrimary, old, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
+		lost := s.checkLost(t, rw, acked, -1)
+		t.Logf("failover: %d acknowledged rows lost (asynchronous replication)", lost)
+		heal()
+		s.waitReady(name, 4*time.Minute)
+		s.checkRoles(t, name, newPrimary)
+		if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
+			t.Errorf("through %s-ro after the old primary rejoined: count = %d, %v", name, n, err)
+		}
+	})
+
+	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
+		before, err := rw.total()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"replicas":1,"primary":""}}`)
+		s.waitPrimary(t, name, name+"-0", 3*time.Minute)
+		testenv.Eventually(t, 3*time.Minute, "one pod left", func() string {
+			out, _ := s.kubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+name, "-o", "name")
+			if n := len(strings.Fields(out)); n != 1 {
+				return fmt.Sprintf("%d pods: %s", n, out)
+			}
+			return ""
+		})
+		s.waitReady(name, 3*time.Minute)
+		if got, err := rw.total(); err != nil || got != before {
+			t.Errorf("rows after scaling to 1 = %d, %v; want %d", got, err, before)
+		}
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		s.waitReady(name, 6*time.Minute)
+		s.checkRoles(t, name, name+"-0")
+		rw.exec(t, "INSERT INTO ledger (n) VALUES (-3)")
+		testenv.Eventually(t, 30*time.Second, "the new row through "+name+"-ro", func() string {
+			if n, err := ro.count(-3); err != nil || n != 1 {
+				return fmt.Sprintf("count = %d, %v", n, err)
+			}
+			return ""
+		})
+	})
+}
+
+// pgTarget is a Service of a postgres Database, reached from the host
+// through its cluster IP (kube-proxy) with the Secret's credentials.
+type pgTarget struct {
+	t   *testing.T
+	uri string
+}
+
+func (s *suite) pgTarget(db, service string) *pgTarget {
+	s.t.Helper()
+	sec := s.secret(ns, db+"-credentials")
+	ip := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, service, "-o", "jsonpath={.spec.clusterIP}"))
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec["username"], sec["password"]),
+		Host: net.JoinHostPort(ip, sec["port"]), Path: sec["database"], RawQuery: "connect_timeout=2&sslmode=disable"}
+	return &pgTarget{t: s.t, uri: u.String()}
+}
+
+func (p *pgTarget) connect(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, p.uri) }
+
+// execErr runs one statement on a new connection.
+func (p *pgTarget) execErr(sql string, args ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+// exec runs one statement, retrying while the Service has no endpoint yet.
+func (p *pgTarget) exec(t *testing.T, sql string) {
+	t.Helper()
+	var err error
+	for range 30 {
+		if err = p.execErr(sql); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: %v", sql, err)
+}
+
+// count returns how many rows have number n.
+func (p *pgTarget) count(n int) (int, error) { return p.query("SELECT count(*) FROM ledger WHERE n = $1", n) }
+
+// total returns how many rows the table has.
+func (p *pgTarget) total() (int, error) { return p.query("SELECT count(*) FROM ledger") }
+
+func (p *pgTarget) query(sql string, args ...any) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := p.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var n int
+	err = conn.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// numbers returns every number in the table.
+func (p *pgTarget) numbers() (map[int]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	rows, err := conn.Query(ctx, "SELECT n FROM ledger")
+	if err != nil {
+		return nil, err
+	}
+	got := map[int]bool{}
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		got[n] = true
+	}
+	return got, rows.Err()
+}
+
+// writer commits numbered rows through the client Service, one per
+// transaction, reconnecting after every failure, and records the numbers
+// whose commit was acknowledged and the longest pause between two
+// acknowledgements.
+type writer struct {
+	target *pgTarget
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	acked   []int
+	last    time.Time
+	longest time.Duration
+}
+
+func startWriter(target *pgTarget, first int) *writer {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writer{target: target, cancel: cancel, done: make(chan struct{}), last: time.Now()}
+	go func() {
+		defer close(w.done)
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				_ = conn.Close(context.Background())
+			}
+		}()
+		for n := first; ctx.Err() == nil; n++ {
+			if conn == nil {
+				c, err := target.connect(ctx)
+				if err != nil {
+					n--
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				conn = c
+			}
+			wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := conn.Exec(wctx, "INSERT INTO ledger (n) VALUES ($1)", n)
+			wcancel()
+			if err != nil {
+				// Not acknowledged: the number may or may not be there.
+				_ = conn.Close(context.Background())
+				conn = nil
+				continue
+			}
+			w.ack(n)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+func (w *writer) ack(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	w.longest = max(w.longest, now.Sub(w.last))
+	w.last = now
+	w.acked = append(w.acked, n)
+}
+
+// waitWrites waits until n more rows are acknowledged.
+func (w *writer) waitWrites(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	w.mu.Lock()
+	want := len(w.acked) + n
+	w.mu.Unlock()
+	testenv.Eventually(t, timeout, fmt.Sprintf("%d more acknowledged writes", n), func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.acked) < want {
+			return fmt.Sprintf("%d of %d acknowledged", len(w.acked), want)
+		}
+		return ""
+	})
+}
+
+// stop stops the writer and returns the acknowledged numbers and the
+// longest pause between two acknowledgements.
+func (w *writer) stop() ([]int, time.Duration) {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.acked), w.longest
+}
+
+// checkLost counts the acknowledged numbers missing from the table; with
+// want ≥ 0 it must be exactly want.
+func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int {
+	t.Helper()
+	var got map[int]bool
+	testenv.Eventually(t, time.Minute, "reading the rows through the primary", func() string {
+		var err error
+		if got, err = rw.numbers(); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	var lost []int
+	for _, n := range acked {
+		if !got[n] {
+			lost = append(lost, n)
+		}
+	}
+	if want >= 0 && len(lost) != want {
+		t.Errorf("%d of %d acknowledged rows lost (%v), want %d", len(lost), len(acked), lost, want)
+	}
+	return len(lost)
+}
+
+// database reads a Database.
+func (s *suite) database(t *testing.T, name string) *dbv1.Database {
+	t.Helper()
+	db := &dbv1.Database{}
+	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func (s *suite) primaryOf(t *testing.T, name string) string {
+	t.Helper()
+	p := s.database(t, name).Status.CurrentPrimary
+	if p == "" {
+		t.Fatalf("Database %s has no status.currentPrimary", name)
+	}
+	return p
+}
+
+// waitPrimary waits until status.currentPrimary is want and no change of
+// primary is in progress.
+func (s *suite) waitPrimary(t *testing.T, name, want string, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, want+" is the primary", func() string {
+		st := s.database(t, name).Status
+		if st.CurrentPrimary != want || st.TargetPrimary != "" {
+			return fmt.Sprintf("currentPrimary %q, targetPrimary %q", st.CurrentPrimary, st.TargetPrimary)
+		}
+		return ""
+	})
+}
+
+// waitNewPrimary waits until another pod than old is the primary.
+func (s *suite) waitNewPrimary(t *testing.T, name, old string, timeout time.Duration) string {
+	t.Helper()
+	var now string
+	testenv.Eventually(t, timeout, "a primary other than "+old, func() string {
+		st := s.database(t, name).Status
+		if now = st.CurrentPrimary; now == old || now == "" || st.TargetPrimary != "" {
+			return fmt.Sprintf("currentPrimary %q, targetPrimary %q, SwitchingOver %s", st.CurrentPrimary, st.TargetPrimary,
+				s.condition(name, dbv1.ConditionSwitchingOver).Message)
+		}
+		return ""
+	})
+	return now
+}
+
+// checkRoles checks the role labels, the Services' endpoints and
+// status.instances: primary alone labelled primary and ready as such.
+func (s *suite) checkRoles(t *testing.T, name, primary string) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, "roles with "+primary+" as the primary", func() string {
+		out, err := s.kubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+name,
+			"-o", `jsonpath={range .items[*]}{.metadata.name}={.metadata.labels.dbkeeper\.io/role} {end}`)
+		if err != nil {
+			return out
+		}
+		for _, pair := range strings.Fields(out) {
+			pod, role, _ := strings.Cut(pair, "=")
+			if want := map[bool]string{true: "primary", false: "replica"}[pod == primary]; role != want {
+				return fmt.Sprintf("pod %s has role %q, want %s (%s)", pod, role, want, out)
+			}
+		}
+		for _, in := range s.database(t, name).Status.Instances {
+			if !in.Ready {
+				return fmt.Sprintf("instance %s not ready: %s", in.Name, in.Message)
+			}
+		}
+		return ""
+	})
+}
+
+// isolate cuts a pod off the network, as a lost node would be: every packet
+// in or out of its interface is dropped, inside its own network namespace,
+// so nothing on the host changes. It returns the function that heals it.
+func (s *suite) isolate(t *testing.T, pod string) (heal func()) {
+	t.Helper()
+	ip := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.podIP}"))
+	netns := netnsOf(t, ip)
+	rules := [][]string{{"INPUT", "-i", "eth0", "-j", "DROP"}, {"OUTPUT", "-o", "eth0", "-j", "DROP"}}
+	for _, r := range rules {
+		run(t, append([]string{"ip", "netns", "exec", netns, "iptables", "-I"}, r...)...)
+	}
+	healed := false
+	heal = func() {
+		if healed {
+			return
+		}
+		healed = true
+		for _, r := range rules {
+			// The pod may be gone, and its namespace with it.
+			_ = exec.Command("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...).Run()
+		}
+	}
+	t.Cleanup(heal)
+	return heal
+}
+
+// netnsOf finds the named network namespace holding address ip.
+func netnsOf(t *testing.T, ip string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		addrs, err := exec.Command("ip", "-n", name, "-o", "-4", "addr", "show").Output()
+		if err == nil && strings.Contains(string(addrs), " "+ip+"/") {
+			return name
+		}
+	}
+	t.Fatal(errors.New("no network namespace holds " + ip))
+	return ""
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
