@@ -1,13 +1,16 @@
 package realnode
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -164,7 +167,9 @@ func (p *pgTarget) exec(t *testing.T, sql string) {
 }
 
 // count returns how many rows have number n.
-func (p *pgTarget) count(n int) (int, error) { return p.query("SELECT count(*) FROM ledger WHERE n = $1", n) }
+func (p *pgTarget) count(n int) (int, error) {
+	return p.query("SELECT count(*) FROM ledger WHERE n = $1", n)
+}
 
 // total returns how many rows the table has.
 func (p *pgTarget) total() (int, error) { return p.query("SELECT count(*) FROM ledger") }
@@ -394,11 +399,10 @@ func (s *suite) checkRoles(t *testing.T, name, primary string) {
 // so nothing on the host changes. It returns the function that heals it.
 func (s *suite) isolate(t *testing.T, pod string) (heal func()) {
 	t.Helper()
-	ip := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.podIP}"))
-	netns := netnsOf(t, ip)
+	netns := fmt.Sprintf("--net=/proc/%d/ns/net", agentPID(t, pod))
 	rules := [][]string{{"INPUT", "-i", "eth0", "-j", "DROP"}, {"OUTPUT", "-o", "eth0", "-j", "DROP"}}
 	for _, r := range rules {
-		run(t, append([]string{"ip", "netns", "exec", netns, "iptables", "-I"}, r...)...)
+		run(t, append([]string{"nsenter", netns, "iptables", "-I"}, r...)...)
 	}
 	healed := false
 	heal = func() {
@@ -408,29 +412,37 @@ func (s *suite) isolate(t *testing.T, pod string) (heal func()) {
 		healed = true
 		for _, r := range rules {
 			// The pod may be gone, and its namespace with it.
-			_ = exec.Command("ip", append([]string{"netns", "exec", netns, "iptables", "-D"}, r...)...).Run()
+			_ = exec.Command("nsenter", append([]string{netns, "iptables", "-D"}, r...)...).Run()
 		}
 	}
 	t.Cleanup(heal)
 	return heal
 }
 
-// netnsOf finds the named network namespace holding address ip.
-func netnsOf(t *testing.T, ip string) string {
+// agentPID finds the host PID of the instance agent of a pod of the test
+// namespace, by the pod name the StatefulSet gives it in its environment.
+func agentPID(t *testing.T, pod string) int {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "list").Output()
+	want := []byte("\x00DBKEEPER_POD_NAME=" + pod + "\x00")
+	procs, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Fatalf("ip netns list: %v", err)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		name, _, _ := strings.Cut(line, " ")
-		addrs, err := exec.Command("ip", "-n", name, "-o", "-4", "addr", "show").Output()
-		if err == nil && strings.Contains(string(addrs), " "+ip+"/") {
-			return name
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) {
+			continue
+		}
+		if cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); bytes.Contains(cmd, []byte("dbkeeper-instance")) {
+			return pid
 		}
 	}
-	t.Fatal(errors.New("no network namespace holds " + ip))
-	return ""
+	t.Fatalf("no instance agent of pod %s runs on this machine", pod)
+	return 0
 }
 
 func run(t *testing.T, args ...string) {
