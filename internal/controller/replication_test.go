@@ -51,6 +51,9 @@ type fakeAgents struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	servers map[string]*fakeServer
+	// hosts maps a pod's DNS name to its IP, so that a streaming standby
+	// follows its upstream's timeline as a real one does.
+	hosts map[string]string
 }
 
 func (f *fakeAgents) server(ip string) (*fakeServer, error) {
@@ -70,6 +73,9 @@ func (f *fakeAgents) Status(_ context.Context, ip, token string) (*instance.Stat
 	s, err := f.server(ip)
 	if err != nil {
 		return nil, err
+	}
+	if up := f.servers[f.hosts[s.upstream]]; s.streaming && up != nil {
+		s.timeline, s.lsn = up.timeline, max(s.lsn, up.lsn)
 	}
 	return s.status(f.now()), nil
 }
@@ -93,7 +99,9 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 		s.leaseUntil = f.now().Add(time.Duration(spec.LeaseSeconds) * time.Second)
 	case instance.RoleReplica:
 		if !s.inRecovery {
+			// The shutdown checkpoint record starts at stopped.
 			s.stopped = s.lsn
+			s.lsn += 0x28
 		}
 		if spec.Upstream == "" {
 			// Detached: it still names the primary it followed.
@@ -163,7 +171,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(ns.Name)))
 	db.Spec.Replicas = ptr.To[int32](3)
 	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
-	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, now: func() time.Time { return f.now }}
+	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
 	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: desired.SecretName(db)},
 		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
@@ -172,6 +180,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	}
 	for i := range 3 {
 		f.addPod(i)
+		f.agents.hosts[podHost(db, db.Name+"-"+strconv.Itoa(i))] = f.ip(i)
 	}
 	// Ordinal 0 initialized itself and runs as primary; the others wait
 	// for a spec.
@@ -340,10 +349,11 @@ func TestReplicationSwitchoverPromotesOnlyAfterTheTargetReceivedEverything(t *te
 		t.Fatal("the old primary was demoted before the target was recorded in the status")
 	}
 
-	// The old primary is demoted; the target has not received its
-	// shutdown checkpoint yet.
+	// The old primary is demoted; the target lags and has not received
+	// its shutdown checkpoint yet.
 	f.now = f.now.Add(time.Second)
 	f.agents.servers[f.ip(0)].lsn = 0x3000100
+	f.agents.servers[f.ip(2)].streaming = false
 	f.reconcile()
 	if got := f.writable(); len(got) != 0 {
 		t.Fatalf("writable during the switchover: %v, want none", got)
@@ -357,7 +367,7 @@ func TestReplicationSwitchoverPromotesOnlyAfterTheTargetReceivedEverything(t *te
 		t.Fatalf("promoted before the target received the old primary's last WAL: writable %v", got)
 	}
 
-	f.agents.servers[f.ip(2)].lsn = 0x3000200
+	f.agents.servers[f.ip(2)].streaming = true
 	f.now = f.now.Add(time.Second)
 	obs = f.reconcile()
 	if obs.currentPrimary != "orders-2" || obs.targetPrimary != "" {
@@ -448,5 +458,30 @@ func TestReplicationRestartsAPrimaryInPlaceWithinTheTimeout(t *testing.T) {
 	obs := f.reconcile()
 	if got := f.writable(); fmt.Sprint(got) != "[0]" || obs.targetPrimary != "" {
 		t.Errorf("writable %v, target %q: want orders-0 promoted in place, no failover", got, obs.targetPrimary)
+	}
+}
+
+func TestReplicationScaleDownMovesThePrimaryFirst(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	f.db.Spec.Primary = "orders-2"
+	f.reconcile()
+	f.agents.servers[f.ip(2)].lsn = 0x3000200
+	for range 4 {
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+	}
+	if f.db.Status.CurrentPrimary != "orders-2" {
+		t.Fatalf("switchover to orders-2 did not finish: %+v", f.db.Status)
+	}
+	f.db.Spec.Primary, f.db.Spec.Replicas = "", ptr.To[int32](1)
+	for range 6 {
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+	}
+	if f.db.Status.CurrentPrimary != "orders-0" {
+		c := meta.FindStatusCondition(f.db.Status.Conditions, dbv1.ConditionSwitchingOver)
+		t.Fatalf("scaling to 1 left the primary on %s: %+v", f.db.Status.CurrentPrimary, c)
 	}
 }

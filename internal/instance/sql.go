@@ -220,7 +220,14 @@ func (d *db) progress(ctx context.Context) (progress, error) {
 		var tl int64
 		err := c.QueryRow(ctx, `
 SELECT pg_is_in_recovery(),
-       (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+       -- The timeline the server writes (a primary: of its current WAL
+       -- file) or receives (a standby); the last checkpoint's otherwise,
+       -- which on a standby lags a timeline switch until a restartpoint.
+       CASE WHEN pg_is_in_recovery()
+            THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver)::bigint,
+                          (SELECT timeline_id FROM pg_control_checkpoint())::bigint)
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+       END,
        coalesce(pg_last_wal_receive_lsn()::text, ''),
        coalesce(pg_last_wal_replay_lsn()::text, ''),
        CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
