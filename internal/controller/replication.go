@@ -219,6 +219,18 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		}
 	}
 	d := replication.DecideFailover(c, run.mem.lease, policy, run.now)
+	if tp := out.targetPrimary; inProgress && d.Candidate != "" && d.Candidate != tp {
+		// Keep the candidate chosen first while it may still be promoted:
+		// it was the most advanced when the primary failed, and a standby
+		// detached since reports less than it holds until it streams again.
+		only := c
+		only.Instances = slices.DeleteFunc(slices.Clone(c.Instances), func(in replication.Instance) bool {
+			return in.Name != c.Primary && in.Name != tp
+		})
+		if kept := replication.DecideFailover(only, run.mem.lease, policy, run.now); kept.Candidate == tp {
+			d = kept
+		}
+	}
 	switch d.Action {
 	case replication.FailoverNone, replication.FailoverWait:
 		if inProgress {

@@ -413,6 +413,12 @@ func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
 	for f.now.Before(down.Add(2 * time.Minute)) {
 		f.now = f.now.Add(time.Second)
 		f.reconcile()
+		if f.db.Status.TargetPrimary == "orders-2" {
+			// Once the candidate is chosen, another standby that reports
+			// more (as a detached one may, catching up from its own WAL)
+			// does not take its place.
+			f.agents.servers[f.ip(1)].lsn = 0x3000100
+		}
 		if w := f.writable(); len(w) > 0 && w[0] != 0 && promotedAt.IsZero() {
 			promotedAt = f.now
 			if w[0] != 2 {

@@ -146,8 +146,14 @@ func decide(cur current, spec Spec) action {
 			return actRewind // left by a primary that was not demoted cleanly
 		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot:
 			return actNone
-		case cur.Running:
+		case cur.Running && cur.Upstream == spec.Upstream:
 			return actRestartStandby
+		case cur.Running, cur.St.Upstream != spec.Upstream:
+			// Another upstream, after a failover: this standby may hold WAL
+			// of the old primary that the promoted one never received, and
+			// could then never follow it. pg_rewind takes it back to the
+			// fork point, and is a no-op when it holds nothing more.
+			return actRewind
 		default:
 			return actStartStandby
 		}
