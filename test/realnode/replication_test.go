@@ -71,6 +71,9 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
+		// With spec.primary left at the old primary, dbkeeper would switch
+		// back to it once it streams again (docs/replication.md §7).
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
 		old := s.primaryOf(t, name)
 		w := startWriter(rw, 100000)
 		time.Sleep(2 * time.Second)
@@ -89,6 +92,24 @@ func (s *suite) testReplication(t *testing.T) {
 		if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
 			t.Errorf("through %s-ro after the old primary rejoined: count = %d, %v", name, n, err)
 		}
+	})
+
+	t.Run("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
+		primary := s.primaryOf(t, name)
+		w := startWriter(rw, 200000)
+		time.Sleep(2 * time.Second)
+		began := time.Now()
+		s.mustKubectl("delete", "pod", "-n", ns, primary, "--wait=false")
+		w.waitWrites(t, 20, 2*time.Minute)
+		acked, outage := w.stop()
+		t.Logf("primary pod %s deleted: writable again after %v (writes paused %v); %d rows acknowledged",
+			primary, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
+		s.checkLost(t, rw, acked, 0)
+		s.waitReady(name, 3*time.Minute)
+		if now := s.primaryOf(t, name); now != primary {
+			t.Logf("the primary moved from %s to %s: the pod took longer than the failover timeout to come back", primary, now)
+		}
+		s.checkRoles(t, name, s.primaryOf(t, name))
 	})
 
 	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
