@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +36,11 @@ func main() {
 		err = run(os.Args[2:])
 	default:
 		usage()
+	}
+	var startErr *instance.StartError
+	if errors.As(err, &startErr) {
+		// Quietly: the server's own last words end the log (StartError).
+		os.Exit(startErr.ExitCode())
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dbkeeper-instance:", err)

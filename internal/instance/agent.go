@@ -45,11 +45,12 @@ type Agent struct {
 	lastStreamed  time.Time // zero: never seen streaming
 	replies       map[string]replySeen
 	seen          []slotSeen
-	startGen      int       // incremented by every start and promotion
-	ensured       int       // startGen of the last successful primary setup, -1 none
-	nextStart     time.Time // no restart before, after an unexpected exit
-	retryAt       time.Time // no new attempt before, after a failed action
-	retryGen      int       // specGen of that failure
+	startGen      int         // incremented by every start and promotion
+	ensured       int         // startGen of the last successful primary setup, -1 none
+	nextStart     time.Time   // no restart before, after an unexpected exit
+	fatal         *StartError // a server that exited at its start ends the agent
+	retryAt       time.Time   // no new attempt before, after a failed action
+	retryGen      int         // specGen of that failure
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it
@@ -150,8 +151,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-tick.C:
 		case <-a.kickCh:
 		}
+		if err := a.fatalErr(); err != nil {
+			return err
+		}
 		a.step(ctx)
 	}
+}
+
+// fatalErr returns the StartError that ends the agent, if any.
+func (a *Agent) fatalErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal == nil {
+		return nil
+	}
+	return a.fatal
 }
 
 func (a *Agent) setPhase(p Phase) {
@@ -178,6 +192,12 @@ func (a *Agent) saveState() error {
 // action that started it goes on.
 func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) error {
 	err := a.startServer(ctx, mode, upstream, slot)
+	if se := (*StartError)(nil); errors.As(err, &se) {
+		a.mu.Lock()
+		a.fatal = se
+		a.mu.Unlock()
+		return err
+	}
 	a.recordErr(err)
 	a.mu.Lock()
 	a.startGen++

@@ -118,7 +118,7 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	for time.Now().Before(deadline) {
 		select {
 		case <-srv.done:
-			return fmt.Errorf("the server exited at its start: %w", srv.err)
+			return &StartError{Err: srv.err}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -254,4 +254,29 @@ func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
 	}
 	src := a.conninfo(upstream, a.cfg.User, "dbname=postgres")
 	return a.procs.output(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
+}
+
+// StartError is a server that exited before it accepted connections: a
+// setting it rejects, a data directory it cannot open. The agent then
+// exits with the server's exit code and adds nothing to its output, as the
+// image's own entrypoint would: the kubelet restarts the container with
+// its back-off, and the end of the log, the server's own reason, becomes
+// the container's termination message, which the operator reports as
+// Stalled. Restarting the server inside the container instead would hide
+// a crash loop behind a pod that is only not ready.
+type StartError struct {
+	Err error
+}
+
+func (e *StartError) Error() string { return "the server exited at its start: " + e.Err.Error() }
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ExitCode is the server's exit code, 1 when it has none.
+func (e *StartError) ExitCode() int {
+	var exit *exec.ExitError
+	if errors.As(e.Err, &exit) && exit.ExitCode() > 0 {
+		return exit.ExitCode()
+	}
+	return 1
 }
