@@ -30,6 +30,18 @@ import (
 // the network is back; scaling 3 → 1 → 3 keeps the rows.
 func (s *suite) testReplication(t *testing.T) {
 	const name = "ledger"
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for i := range 3 {
+			pod := fmt.Sprintf("%s-%d", name, i)
+			out, _ := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--tail=60")
+			t.Logf("log of %s:\n%s", pod, out)
+		}
+		out, _ := s.kubectl("get", "database", "-n", ns, name, "-o", "yaml")
+		t.Logf("Database %s:\n%s", name, out)
+	})
 	// The replication tools (pg_basebackup, pg_rewind) of the postgres 15
 	// image are of the server's own version (docs/images.md).
 	image := s.image("dbkeeper.local/postgres:15.")
