@@ -168,7 +168,7 @@ func (run *replicationRun) decide(ctx context.Context) {
 	if t := run.byName[out.targetPrimary]; out.targetPrimary != "" && t != nil && t.writable() {
 		run.completeChange(ctx, t)
 	}
-	run.cluster = run.r.cluster(run.db, out.currentPrimary, run.members, run.mem, run.now)
+	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
 
 	inProgress := meta.FindStatusCondition(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver)
 	switch {
@@ -241,7 +241,7 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 			out.requeueAfter = untilOr(d.RecheckAt, run.now, leaseRenewPeriod)
 		}
 		run.steady(ctx)
-		run.switchover(ctx)
+		run.switchover()
 	case replication.FailoverBlocked:
 		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
 		out.targetPrimary = ""
@@ -273,7 +273,7 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 
 // switchover starts a planned change of primary when spec.primary names
 // another pod, or when a scale-down removes the primary's ordinal.
-func (run *replicationRun) switchover(ctx context.Context) {
+func (run *replicationRun) switchover() {
 	out := &run.out
 	if out.targetPrimary != "" {
 		return

@@ -18,9 +18,6 @@ type replicaMemory struct {
 	lease replication.Lease
 	// silentSince is, per pod, when its agent was first seen not answering.
 	silentSince map[string]time.Time
-	// changeStarted is when the switchover or failover in progress
-	// started, zero when none.
-	changeStarted time.Time
 }
 
 // replicaMemories holds a replicaMemory per Database. The zero value is

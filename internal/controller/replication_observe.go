@@ -123,7 +123,7 @@ func podReady(pod *corev1.Pod) (bool, time.Time) {
 // Ready is the pod's Ready condition and an answering agent; a pod whose
 // agent stops answering is not ready since the first reconcile that saw it
 // silent. The primary is included even when its pod is missing.
-func (r *DatabaseReconciler) cluster(db *dbv1.Database, primary string, members []*member, mem *replicaMemory, now time.Time) replication.Cluster {
+func (r *DatabaseReconciler) cluster(primary string, members []*member, mem *replicaMemory, now time.Time) replication.Cluster {
 	c := replication.Cluster{Primary: primary}
 	seen := map[string]bool{}
 	for _, m := range members {

@@ -144,13 +144,14 @@ func setReplicationStatus(status *dbv1.DatabaseStatus, obs observation) {
 		}
 		setCondition(status, obs.generation, dbv1.ConditionReplicationReady, rep.ready, reason, message)
 	}
-	if rep.change != nil {
+	switch {
+	case rep.change != nil:
 		// True only while a target is being promoted: its transition time
 		// is when that began, which the switchover timeout counts from.
 		setCondition(status, obs.generation, dbv1.ConditionSwitchingOver, rep.targetPrimary != "", rep.change.reason, rep.change.message)
-	} else if rep.replicated {
+	case rep.replicated:
 		setCondition(status, obs.generation, dbv1.ConditionSwitchingOver, false, dbv1.ReasonNoPrimaryChange, "the primary stays "+rep.currentPrimary)
-	} else {
+	default:
 		meta.RemoveStatusCondition(&status.Conditions, dbv1.ConditionSwitchingOver)
 	}
 }

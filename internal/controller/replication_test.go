@@ -150,7 +150,6 @@ type replicationFixture struct {
 	db     *dbv1.Database
 	agents *fakeAgents
 	now    time.Time
-	pods   []corev1.Pod
 }
 
 func newReplicationFixture(t *testing.T) *replicationFixture {

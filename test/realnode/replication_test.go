@@ -23,13 +23,16 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
+// replicated is the name of the replicated Database of testReplication.
+const replicated = "ledger"
+
 // testReplication runs a 3-replica postgres Database on the real node:
 // rows written through <name> are read back through <name>-ro, which
 // refuses writes; a switchover loses no acknowledged row; a primary cut off
 // from the network is fenced and replaced, and rejoins as a standby once
 // the network is back; scaling 3 → 1 → 3 keeps the rows.
 func (s *suite) testReplication(t *testing.T) {
-	const name = "ledger"
+	const name = replicated
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -49,7 +52,7 @@ func (s *suite) testReplication(t *testing.T) {
 		"  deletionPolicy:", "  replicas: 3\n  failoverTimeout: 10s\n  deletionPolicy:", 1))
 	took := s.waitReady(name, 6*time.Minute)
 	t.Logf("3-replica postgres: apply to Ready in %.1fs", took.Seconds())
-	s.checkRoles(t, name, name+"-0")
+	s.checkRoles(t, name+"-0")
 
 	rw, ro := s.pgTarget(name, name), s.pgTarget(name, name+"-ro")
 	rw.exec(t, "CREATE TABLE ledger (n int PRIMARY KEY, at timestamptz DEFAULT now())")
@@ -79,14 +82,14 @@ func (s *suite) testReplication(t *testing.T) {
 			name, name, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
 		s.checkLost(t, rw, acked, 0)
 		s.waitReady(name, 3*time.Minute)
-		s.checkRoles(t, name, name+"-1")
+		s.checkRoles(t, name+"-1")
 	})
 
 	t.Run("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
 		// With spec.primary left at the old primary, dbkeeper would switch
 		// back to it once it streams again (docs/replication.md §7).
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
-		old := s.primaryOf(t, name)
+		old := s.primaryOf(t)
 		w := startWriter(rw, 100000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -100,14 +103,14 @@ func (s *suite) testReplication(t *testing.T) {
 		t.Logf("failover: %d acknowledged rows lost (asynchronous replication)", lost)
 		heal()
 		s.waitReady(name, 4*time.Minute)
-		s.checkRoles(t, name, newPrimary)
+		s.checkRoles(t, newPrimary)
 		if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
 			t.Errorf("through %s-ro after the old primary rejoined: count = %d, %v", name, n, err)
 		}
 	})
 
 	t.Run("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
-		primary := s.primaryOf(t, name)
+		primary := s.primaryOf(t)
 		w := startWriter(rw, 200000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -118,10 +121,10 @@ func (s *suite) testReplication(t *testing.T) {
 			primary, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
 		s.checkLost(t, rw, acked, 0)
 		s.waitReady(name, 3*time.Minute)
-		if now := s.primaryOf(t, name); now != primary {
+		if now := s.primaryOf(t); now != primary {
 			t.Logf("the primary moved from %s to %s: the pod took longer than the failover timeout to come back", primary, now)
 		}
-		s.checkRoles(t, name, s.primaryOf(t, name))
+		s.checkRoles(t, s.primaryOf(t))
 	})
 
 	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
@@ -144,7 +147,7 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		s.waitReady(name, 6*time.Minute)
-		s.checkRoles(t, name, name+"-0")
+		s.checkRoles(t, name+"-0")
 		rw.exec(t, "INSERT INTO ledger (n) VALUES (-3)")
 		testenv.Eventually(t, 30*time.Second, "the new row through "+name+"-ro", func() string {
 			if n, err := ro.count(-3); err != nil || n != 1 {
@@ -365,7 +368,8 @@ func (s *suite) database(t *testing.T, name string) *dbv1.Database {
 	return db
 }
 
-func (s *suite) primaryOf(t *testing.T, name string) string {
+func (s *suite) primaryOf(t *testing.T) string {
+	const name = replicated
 	t.Helper()
 	p := s.database(t, name).Status.CurrentPrimary
 	if p == "" {
@@ -404,7 +408,8 @@ func (s *suite) waitNewPrimary(t *testing.T, name, old string, timeout time.Dura
 
 // checkRoles checks the role labels, the Services' endpoints and
 // status.instances: primary alone labelled primary and ready as such.
-func (s *suite) checkRoles(t *testing.T, name, primary string) {
+func (s *suite) checkRoles(t *testing.T, primary string) {
+	const name = replicated
 	t.Helper()
 	testenv.Eventually(t, time.Minute, "roles with "+primary+" as the primary", func() string {
 		out, err := s.kubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+name,
