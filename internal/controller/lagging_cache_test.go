@@ -6,11 +6,8 @@ import (
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,23 +52,9 @@ func (c *laggingCache) catchUp() {
 // Database again (the write's own event is filtered out) and Stalled would
 // never be written.
 func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := dbv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(apiServer.Config(t), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, namespace := newTestClient(t, "lagging")
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "lagging-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	db := fixture.Database("orders", fixture.WithNamespace(ns.Name), fixture.WithVersion("12"))
+	db := fixture.Database("orders", fixture.WithNamespace(namespace), fixture.WithVersion("12"))
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}

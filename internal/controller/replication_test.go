@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,25 +152,14 @@ type replicationFixture struct {
 
 func newReplicationFixture(t *testing.T) *replicationFixture {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(apiServer.Config(t), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, namespace := newTestClient(t, "replication")
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "replication-"}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(ns.Name)))
+	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(namespace)))
 	db.Spec.Replicas = ptr.To[int32](3)
 	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
 	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: desired.SecretName(db)},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: desired.SecretName(db)},
 		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
 	if err := c.Create(ctx, secret); err != nil {
 		t.Fatal(err)
