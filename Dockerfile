@@ -11,9 +11,9 @@ COPY cmd/dbkeeper-instance/ cmd/dbkeeper-instance/
 COPY internal/ internal/
 COPY webhooks/ webhooks/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper && \
-    CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w" -o dbkeeper-instance ./cmd/dbkeeper-instance
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper
 
 # Only the binaries, on distroless static, as the nonroot user: the manager,
 # and the instance agent that postgres pods install from this same image

@@ -11,10 +11,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
 // scope is the state of one reconcile.
 type scope struct {
+	// build are the builder options of this reconcile: the operator's,
+	// with the rolling update partition the roles call for.
+	build desired.Options
 	// db is the Database as read, whose status is written at the end.
 	db *dbv1.Database
 	// spec is a defaulted copy of the Database, from which children are built.
@@ -70,7 +74,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 // newScope defaults a copy of db and validates it, as the admission
 // webhooks would: they may not have run.
 func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
-	s := &scope{db: db, spec: db.DeepCopy()}
+	s := &scope{db: db, spec: db.DeepCopy(), build: r.build}
 	r.Rules.Default(s.spec)
 	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0)}
 	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
@@ -90,6 +94,7 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 		return s.obs.services.err
 	}
 	holdPrimary(s)
+	r.holdRollout(ctx, s)
 	if s.obs.statefulSet = r.reconcileStatefulSet(ctx, s); s.obs.statefulSet.err != nil {
 		return s.obs.statefulSet.err
 	}

@@ -6,12 +6,14 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
@@ -280,6 +282,12 @@ func (run *replicationRun) switchover() {
 	}
 	target := run.db.Spec.Primary
 	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
+	if live := run.s.obs.statefulSet.live; target == "" && live != nil && rolling(live) && live.Status.UpdatedReplicas == 0 &&
+		ordinalOf(out.currentPrimary) != 0 {
+		// A rolling change waits for the primary to move to ordinal 0,
+		// which the StatefulSet restarts last (holdRollout).
+		target = firstPod(run.db)
+	}
 	if target == "" && ordinalOf(out.currentPrimary) >= replicas {
 		plan, err := replication.ScaleDown(run.cluster, replicas, run.now.Add(-2*time.Second))
 		if err != nil {
@@ -492,4 +500,40 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// holdRollout sets the StatefulSet's rolling update partition. A
+// RollingUpdate restarts the highest ordinal first, so a primary on
+// ordinal 0 restarts last, after every standby. While the primary is
+// elsewhere and ordinal 0 is a ready standby that may take over, the
+// partition holds every pod at the current revision, so that a rolling
+// change (a new image or new parameters) waits for the switchover to
+// ordinal 0 that switchover starts, instead of restarting the primary
+// among the standbys. Once a pod runs the new revision the partition is
+// released, so that the change always finishes; so it is when spec.primary
+// keeps the primary elsewhere (the primary then restarts in place, in its
+// ordinal's turn).
+func (r *DatabaseReconciler) holdRollout(ctx context.Context, s *scope) {
+	st, primary := s.db.Status, s.db.Status.CurrentPrimary
+	if s.spec.Spec.Engine != dbv1.EnginePostgres || primary == "" || ordinalOf(primary) == 0 ||
+		s.spec.Spec.Primary != "" && s.spec.Spec.Primary != firstPod(s.spec) {
+		return
+	}
+	if i := slices.IndexFunc(st.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == firstPod(s.spec) }); i < 0 || !st.Instances[i].Ready {
+		return
+	}
+	live := &appsv1.StatefulSet{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live); err != nil {
+		return
+	}
+	if rolling(live) && live.Status.UpdatedReplicas > 0 {
+		return
+	}
+	s.build.Partition = ptr.Deref(s.spec.Spec.Replicas, 1)
+}
+
+// rolling reports whether the StatefulSet has a revision that not every
+// pod runs yet.
+func rolling(sts *appsv1.StatefulSet) bool {
+	return sts.Status.UpdateRevision != "" && sts.Status.UpdateRevision != sts.Status.CurrentRevision
 }

@@ -18,7 +18,7 @@ import (
 // reconcileStatefulSet applies the StatefulSet, grows its claims, and
 // reports its live state.
 func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope) statefulSetObservation {
-	want := desired.StatefulSet(s.spec, r.build)
+	want := desired.StatefulSet(s.spec, s.build)
 	obs := statefulSetObservation{name: *want.Name}
 	missingClass, err := r.storageClassProblem(ctx, s)
 	if err != nil {

@@ -27,6 +27,11 @@ type Options struct {
 	// instance agent, the init container of a postgres pod installs. The
 	// operator's --instance-image; the builders fill in no default.
 	InstanceImage string
+	// Partition is the StatefulSet's rolling update partition: pods with a
+	// lower ordinal keep the current revision. The controller holds a
+	// replicated Database's rolling change with it until the primary is
+	// ordinal 0, which a RollingUpdate restarts last.
+	Partition int32
 }
 
 // DefaultInstanceImage is the operator's default --instance-image.
@@ -125,7 +130,8 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 			WithServiceName(HeadlessServiceName(db)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(db))).
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().
-				WithType(appsv1.RollingUpdateStatefulSetStrategyType)).
+				WithType(appsv1.RollingUpdateStatefulSetStrategyType).
+				WithRollingUpdate(appsv1ac.RollingUpdateStatefulSetStrategy().WithPartition(opts.Partition))).
 			WithPersistentVolumeClaimRetentionPolicy(appsv1ac.StatefulSetPersistentVolumeClaimRetentionPolicy().
 				WithWhenDeleted(whenDeleted(db.Spec.DeletionPolicy)).
 				WithWhenScaled(whenDeleted(db.Spec.DeletionPolicy))).

@@ -48,8 +48,9 @@ func TestStatefulSetShape(t *testing.T) {
 			if !maps.Equal(spec.Template.Labels, Labels(tt.db, ComponentDatabase)) {
 				t.Errorf("pod labels = %v, want %v", spec.Template.Labels, Labels(tt.db, ComponentDatabase))
 			}
-			if spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || spec.UpdateStrategy.RollingUpdate != nil {
-				t.Errorf("updateStrategy = %+v, want plain RollingUpdate", spec.UpdateStrategy)
+			if u := spec.UpdateStrategy; u.Type != appsv1.RollingUpdateStatefulSetStrategyType || u.RollingUpdate == nil ||
+				ptr.Deref(u.RollingUpdate.Partition, -1) != 0 || u.RollingUpdate.MaxUnavailable != nil {
+				t.Errorf("updateStrategy = %+v, want RollingUpdate with partition 0", u)
 			}
 			if spec.PodManagementPolicy != "" {
 				t.Errorf("podManagementPolicy = %q, want it left to the default", spec.PodManagementPolicy)
@@ -573,4 +574,13 @@ func TestStatefulSetInstanceAgent(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestStatefulSetPartition(t *testing.T) {
+	opts := testOptions
+	opts.Partition = 3
+	sts := convert[appsv1.StatefulSet](t, StatefulSet(newDatabase(dbv1.EnginePostgres), opts))
+	if p := sts.Spec.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 3 {
+		t.Errorf("partition = %v, want 3: the controller holds a rolling change with it", p)
+	}
 }

@@ -127,6 +127,56 @@ func (s *suite) testReplication(t *testing.T) {
 		s.checkRoles(t, s.primaryOf(t))
 	})
 
+	t.Run("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
+		before := s.primaryOf(t)
+		w := startWriter(rw, 300000)
+		time.Sleep(2 * time.Second)
+		began := time.Now()
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"parameters":{"work_mem":"8MB"}}}`)
+		testenv.Eventually(t, 6*time.Minute, "every pod runs the new revision", func() string {
+			out, _ := s.kubectl("get", "statefulset", "-n", ns, name, "-o", "jsonpath={.status.updateRevision} {.status.updatedReplicas} {.status.readyReplicas}")
+			if f := strings.Fields(out); len(f) != 3 || f[1] != "3" || f[2] != "3" {
+				return "StatefulSet revision, updated, ready: " + out
+			}
+			return ""
+		})
+		s.waitReady(name, 3*time.Minute)
+		w.waitWrites(t, 5, time.Minute)
+		acked, outage := w.stop()
+		t.Logf("rolling change with the primary on %s: done after %v; longest write pause %v; %d rows acknowledged",
+			before, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
+		s.checkLost(t, rw, acked, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := rw.connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close(context.Background()) }()
+		var workMem string
+		if err := conn.QueryRow(ctx, "SHOW work_mem").Scan(&workMem); err != nil || workMem != "8MB" {
+			t.Errorf("SHOW work_mem through %s = %q, %v; want 8MB", name, workMem, err)
+		}
+		// Ordinal 0 held the primary when the StatefulSet reached it: it
+		// was restarted last.
+		created := map[string]time.Time{}
+		for i := range 3 {
+			pod := fmt.Sprintf("%s-%d", name, i)
+			out := s.mustKubectl("get", "pod", "-n", ns, pod, "-o", "jsonpath={.metadata.creationTimestamp}")
+			at, err := time.Parse(time.RFC3339, strings.TrimSpace(out))
+			if err != nil {
+				t.Fatal(err)
+			}
+			created[pod] = at
+		}
+		first := name + "-0"
+		for pod, at := range created {
+			if pod != first && at.After(created[first]) {
+				t.Errorf("%s was re-created at %v, after %s (%v): the primary was not restarted last", pod, at, first, created[first])
+			}
+		}
+	})
+
 	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
 		before, err := rw.total()
 		if err != nil {
