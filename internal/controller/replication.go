@@ -514,22 +514,29 @@ func minTime(a, b time.Time) time.Time {
 // keeps the primary elsewhere (the primary then restarts in place, in its
 // ordinal's turn).
 func (r *DatabaseReconciler) holdRollout(ctx context.Context, s *scope) {
-	st, primary := s.db.Status, s.db.Status.CurrentPrimary
-	if s.spec.Spec.Engine != dbv1.EnginePostgres || primary == "" || ordinalOf(primary) == 0 ||
-		s.spec.Spec.Primary != "" && s.spec.Spec.Primary != firstPod(s.spec) {
-		return
-	}
-	if i := slices.IndexFunc(st.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == firstPod(s.spec) }); i < 0 || !st.Instances[i].Ready {
-		return
-	}
 	live := &appsv1.StatefulSet{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live); err != nil {
-		return
+		live = nil // not created yet, or not readable: nothing to hold
 	}
-	if rolling(live) && live.Status.UpdatedReplicas > 0 {
-		return
+	s.build.Partition = rolloutPartition(s.spec, live)
+}
+
+// rolloutPartition is holdRollout's decision for the defaulted Database db
+// (its status as last written) and its live StatefulSet (nil if none).
+func rolloutPartition(db *dbv1.Database, live *appsv1.StatefulSet) int32 {
+	st, primary := db.Status, db.Status.CurrentPrimary
+	switch {
+	case live == nil, db.Spec.Engine != dbv1.EnginePostgres, primary == "", ordinalOf(primary) == 0,
+		db.Spec.Primary != "" && db.Spec.Primary != firstPod(db):
+		return 0
+	case rolling(live) && live.Status.UpdatedReplicas > 0:
+		return 0 // under way: let it finish
 	}
-	s.build.Partition = ptr.Deref(s.spec.Spec.Replicas, 1)
+	i := slices.IndexFunc(st.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == firstPod(db) })
+	if i < 0 || !st.Instances[i].Ready {
+		return 0 // ordinal 0 cannot take over
+	}
+	return ptr.Deref(db.Spec.Replicas, 1)
 }
 
 // rolling reports whether the StatefulSet has a revision that not every

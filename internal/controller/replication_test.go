@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,6 +149,8 @@ type replicationFixture struct {
 	db     *dbv1.Database
 	agents *fakeAgents
 	now    time.Time
+	// live is the StatefulSet the reconcile observed, nil for none.
+	live *appsv1.StatefulSet
 }
 
 func newReplicationFixture(t *testing.T) *replicationFixture {
@@ -225,6 +228,7 @@ func (f *replicationFixture) reconcile() replicationObservation {
 		f.t.Fatal(err)
 	}
 	s := &scope{db: f.db, spec: f.db, obs: observation{generation: 1, spec: f.db, pods: pods.Items, replicas: 3}}
+	s.obs.statefulSet.live = f.live
 	s.obs.replication = f.r.reconcileReplication(ctx, s)
 	status := f.db.Status.DeepCopy()
 	setReplicationStatus(status, s.obs)
@@ -475,5 +479,80 @@ func TestReplicationScaleDownMovesThePrimaryFirst(t *testing.T) {
 	if f.db.Status.CurrentPrimary != "orders-0" {
 		c := meta.FindStatusCondition(f.db.Status.Conditions, dbv1.ConditionSwitchingOver)
 		t.Fatalf("scaling to 1 left the primary on %s: %+v", f.db.Status.CurrentPrimary, c)
+	}
+}
+
+func TestRolloutPartition(t *testing.T) {
+	ready := func(names ...string) []dbv1.InstanceStatus {
+		var out []dbv1.InstanceStatus
+		for _, n := range names {
+			out = append(out, dbv1.InstanceStatus{Name: n, Ready: true})
+		}
+		return out
+	}
+	sts := func(current, update string, updated int32) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{CurrentRevision: current, UpdateRevision: update, UpdatedReplicas: updated}}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(db *dbv1.Database)
+		live   *appsv1.StatefulSet
+		want   int32
+	}{
+		{"the primary on ordinal 0: nothing held, a RollingUpdate restarts it last",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 0), 0},
+		{"the primary elsewhere, ordinal 0 a ready standby: every pod held",
+			func(db *dbv1.Database) {}, sts("a", "a", 3), 3},
+		{"the primary elsewhere and a change not started: held until the switchover",
+			func(db *dbv1.Database) {}, sts("a", "b", 0), 3},
+		{"a change under way is never held again",
+			func(db *dbv1.Database) {}, sts("a", "b", 1), 0},
+		{"ordinal 0 not ready: nothing held, the primary restarts in its turn",
+			func(db *dbv1.Database) { db.Status.Instances = ready("orders-1", "orders-2") }, sts("a", "b", 0), 0},
+		{"spec.primary keeps the primary elsewhere: nothing held",
+			func(db *dbv1.Database) { db.Spec.Primary = "orders-1" }, sts("a", "b", 0), 0},
+		{"no StatefulSet yet: nothing held",
+			func(db *dbv1.Database) {}, nil, 0},
+		{"mysql: nothing held",
+			func(db *dbv1.Database) { db.Spec.Engine = dbv1.EngineMySQL }, sts("a", "b", 0), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := fixture.Defaulted(fixture.Database("orders"))
+			db.Spec.Replicas = ptr.To[int32](3)
+			db.Status.CurrentPrimary = "orders-1"
+			db.Status.Instances = ready("orders-0", "orders-1", "orders-2")
+			tc.mutate(db)
+			if got := rolloutPartition(db, tc.live); got != tc.want {
+				t.Errorf("partition = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReplicationRollingChangeMovesThePrimaryToOrdinalZeroFirst(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	f.db.Spec.Primary = "orders-1"
+	for range 4 {
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+	}
+	if f.db.Status.CurrentPrimary != "orders-1" {
+		t.Fatalf("switchover to orders-1 did not finish: %+v", f.db.Status)
+	}
+	f.db.Spec.Primary = ""
+	f.reconcile()
+	if f.db.Status.TargetPrimary != "" {
+		t.Fatalf("a switchover began with no change to roll: target %q", f.db.Status.TargetPrimary)
+	}
+	// A new template: the StatefulSet has a revision no pod runs yet.
+	f.live = &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b"}}
+	for range 4 {
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+	}
+	if f.db.Status.CurrentPrimary != "orders-0" {
+		t.Errorf("the primary is %q, want orders-0, which the StatefulSet restarts last", f.db.Status.CurrentPrimary)
 	}
 }
