@@ -484,7 +484,7 @@ func TestReplicationScaleDownMovesThePrimaryFirst(t *testing.T) {
 
 func TestRolloutPartition(t *testing.T) {
 	ready := func(names ...string) []dbv1.InstanceStatus {
-		var out []dbv1.InstanceStatus
+		out := make([]dbv1.InstanceStatus, 0, len(names))
 		for _, n := range names {
 			out = append(out, dbv1.InstanceStatus{Name: n, Ready: true})
 		}
