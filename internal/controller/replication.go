@@ -122,11 +122,15 @@ func (r *DatabaseReconciler) reconcileReplication(ctx context.Context, s *scope)
 }
 
 // replicated reports whether the Database's roles are driven through the
-// agents: it wants more than one pod, still has more, or its primary or a
-// change of primary is elsewhere than ordinal 0.
+// agents: it wants more than one pod, was replicated and has not told its
+// primary it is a single server again (status.instances), or its primary
+// or a change of primary is elsewhere than ordinal 0. Pods beyond
+// spec.replicas that someone else's scaling of the StatefulSet made do not
+// count: they are labelled nothing, so no Service selects them, and the
+// StatefulSet is scaled back.
 func replicated(s *scope) bool {
 	st := s.db.Status
-	return ptr.Deref(s.spec.Spec.Replicas, 1) > 1 || len(s.obs.pods) > 1 || len(st.Instances) > 0 ||
+	return ptr.Deref(s.spec.Spec.Replicas, 1) > 1 || len(st.Instances) > 0 ||
 		st.TargetPrimary != "" || st.CurrentPrimary != "" && st.CurrentPrimary != firstPod(s.spec)
 }
 

@@ -48,7 +48,8 @@ type Agent struct {
 	startGen      int         // incremented by every start and promotion
 	ensured       int         // startGen of the last successful primary setup, -1 none
 	nextStart     time.Time   // no restart before, after an unexpected exit
-	fatal         *StartError // a server that exited at its start ends the agent
+	fatal         *StartError // a server that exited at its every start ends the agent
+	failedStarts  int         // consecutive starts the server exited at
 	retryAt       time.Time   // no new attempt before, after a failed action
 	retryGen      int         // specGen of that failure
 }
@@ -158,6 +159,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// maxFailedStarts is how many consecutive starts the server may exit at
+// before the agent exits with it (StartError).
+const maxFailedStarts = 3
+
 // fatalErr returns the StartError that ends the agent, if any.
 func (a *Agent) fatalErr() error {
 	a.mu.Lock()
@@ -192,12 +197,22 @@ func (a *Agent) saveState() error {
 // action that started it goes on.
 func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) error {
 	err := a.startServer(ctx, mode, upstream, slot)
+	a.mu.Lock()
 	if se := (*StartError)(nil); errors.As(err, &se) {
-		a.mu.Lock()
-		a.fatal = se
-		a.mu.Unlock()
-		return err
+		// A start can fail once for a passing reason (a killed server's
+		// processes still hold its shared memory); a server that fails
+		// every start ends the agent, so that the kubelet's back-off shows.
+		a.failedStarts++
+		a.nextStart = time.Now().Add(2 * time.Second)
+		if a.failedStarts >= maxFailedStarts {
+			a.fatal = se
+			a.mu.Unlock()
+			return err
+		}
+	} else if err == nil {
+		a.failedStarts = 0
 	}
+	a.mu.Unlock()
 	a.recordErr(err)
 	a.mu.Lock()
 	a.startGen++

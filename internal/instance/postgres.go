@@ -257,9 +257,10 @@ func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
 }
 
 // StartError is a server that exited before it accepted connections: a
-// setting it rejects, a data directory it cannot open. The agent then
-// exits with the server's exit code and adds nothing to its output, as the
-// image's own entrypoint would: the kubelet restarts the container with
+// setting it rejects, a data directory it cannot open. After
+// maxFailedStarts such starts in a row the agent exits with the server's
+// exit code and adds nothing to its output, as the image's own entrypoint
+// would: the kubelet restarts the container with
 // its back-off, and the end of the log, the server's own reason, becomes
 // the container's termination message, which the operator reports as
 // Stalled. Restarting the server inside the container instead would hide
