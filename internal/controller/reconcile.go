@@ -16,6 +16,9 @@ import (
 
 // scope is the state of one reconcile.
 type scope struct {
+	// wantReplicas is spec.replicas as defaulted, before holdPrimary
+	// raised the StatefulSet's to keep the primary.
+	wantReplicas int32
 	// build are the builder options of this reconcile: the operator's,
 	// with the rolling update partition the roles call for.
 	build desired.Options
@@ -77,6 +80,7 @@ func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
 	s := &scope{db: db, spec: db.DeepCopy(), build: r.build}
 	r.Rules.Default(s.spec)
 	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0)}
+	s.wantReplicas = s.obs.replicas
 	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
 		s.obs.invalid = errs.ToAggregate()
 	}

@@ -225,10 +225,10 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		}
 	}
 	d := replication.DecideFailover(c, run.mem.lease, policy, run.now)
-	if tp := out.targetPrimary; inProgress && d.Candidate != "" && d.Candidate != tp {
-		// Keep the candidate chosen first while it may still be promoted:
-		// it was the most advanced when the primary failed, and a standby
-		// detached since reports less than it holds until it streams again.
+	if tp := out.targetPrimary; inProgress && d.Candidate != "" && d.Candidate != tp && !c.Ahead(d.Candidate, tp) {
+		// Keep the candidate chosen first while it may still be promoted
+		// and no other standby reports more WAL: a standby detached since
+		// may report a little less than it holds until it replays it.
 		only := c
 		only.Instances = slices.DeleteFunc(slices.Clone(c.Instances), func(in replication.Instance) bool {
 			return in.Name != c.Primary && in.Name != tp
@@ -285,7 +285,9 @@ func (run *replicationRun) switchover() {
 		return
 	}
 	target := run.db.Spec.Primary
-	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
+	// Not the StatefulSet's replicas, which holdPrimary keeps up to the
+	// primary's ordinal until this switchover moved it.
+	replicas := int(run.s.wantReplicas)
 	if live := run.s.obs.statefulSet.live; target == "" && live != nil && rolling(live) && live.Status.UpdatedReplicas == 0 &&
 		ordinalOf(out.currentPrimary) != 0 {
 		// A rolling change waits for the primary to move to ordinal 0,

@@ -227,7 +227,12 @@ func (f *replicationFixture) reconcile() replicationObservation {
 	if err := f.c.List(ctx, pods, client.InNamespace(f.db.Namespace)); err != nil {
 		f.t.Fatal(err)
 	}
-	s := &scope{db: f.db, spec: f.db, obs: observation{generation: 1, spec: f.db, pods: pods.Items, replicas: 3}}
+	// As Reconcile does: the spec's replicas, then the StatefulSet's,
+	// held up to the primary's ordinal.
+	spec := f.db.DeepCopy()
+	s := &scope{db: f.db, spec: spec, wantReplicas: *spec.Spec.Replicas,
+		obs: observation{generation: 1, spec: spec, pods: pods.Items, replicas: *spec.Spec.Replicas}}
+	holdPrimary(s)
 	s.obs.statefulSet.live = f.live
 	s.obs.replication = f.r.reconcileReplication(ctx, s)
 	status := f.db.Status.DeepCopy()
@@ -405,9 +410,9 @@ func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
 		f.reconcile()
 		if f.db.Status.TargetPrimary == "orders-2" {
 			// Once the candidate is chosen, another standby that reports
-			// more (as a detached one may, catching up from its own WAL)
-			// does not take its place.
-			f.agents.servers[f.ip(1)].lsn = 0x3000100
+			// as much (a tie, which would go to the lower ordinal) does not
+			// take its place.
+			f.agents.servers[f.ip(1)].lsn = 0x3000080
 		}
 		if w := f.writable(); len(w) > 0 && w[0] != 0 && promotedAt.IsZero() {
 			promotedAt = f.now

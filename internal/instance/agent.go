@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // Agent runs the PostgreSQL server as its child and converges it on the
@@ -42,7 +44,9 @@ type Agent struct {
 	// zero when no lease was granted.
 	leaseDeadline time.Time
 	streamingNow  bool
-	lastStreamed  time.Time // zero: never seen streaming
+	lastStreamed  time.Time       // zero: never seen streaming
+	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
+	standbySince  time.Time       // when the server last started as a standby of an upstream
 	replies       map[string]replySeen
 	seen          []slotSeen
 	startGen      int         // incremented by every start and promotion
@@ -299,6 +303,10 @@ func (a *Agent) step(ctx context.Context) {
 		}
 		return
 	}
+	if a.stuckStandby(ctx, running, *spec) {
+		a.recordErr(a.reclone(ctx, *spec))
+		return
+	}
 	act := decide(cur, *spec)
 	if waitStart && (act == actStartPrimary || act == actStartStandby) {
 		return
@@ -468,6 +476,50 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 		a.logf("pg_rewind: %s", out)
 	}
 	a.mu.Lock()
+	a.st.Role, a.st.Fenced, a.st.HasSlots = RoleReplica, false, false
+	a.maxReceived = 0 // rewound to the fork: what it received past it is gone
+	a.mu.Unlock()
+	return a.becomeStandby(ctx, spec)
+}
+
+// stuckAfter is how long a standby may follow a primary without streaming
+// from it before it is cloned again.
+const stuckAfter = 60 * time.Second
+
+// stuckStandby reports a standby that follows the upstream its Spec names
+// and has not streamed from it for stuckAfter although that upstream
+// answers as a primary: it holds WAL the primary does not have (it had
+// received more of a failed primary's WAL than the standby promoted in its
+// place, and replayed it), so it can never follow, and pg_rewind, which
+// reads how far a standby got from its control file, may not see it.
+func (a *Agent) stuckStandby(ctx context.Context, running bool, spec Spec) bool {
+	a.mu.Lock()
+	following := running && a.mode == modeStandby && a.runUpstream != "" &&
+		spec.Role == RoleReplica && spec.Upstream == a.runUpstream && !a.streamingNow
+	since := a.standbySince
+	if a.lastStreamed.After(since) {
+		since = a.lastStreamed
+	}
+	a.mu.Unlock()
+	if !following || since.IsZero() || time.Since(since) < stuckAfter {
+		return false
+	}
+	primary, err := a.db.remotePrimary(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	return err == nil && primary
+}
+
+// reclone replaces the data directory of a stuck standby with a new clone
+// of its upstream.
+func (a *Agent) reclone(ctx context.Context, spec Spec) error {
+	a.logf("not streaming from %s for %v although it answers as a primary: cloning again", spec.Upstream, stuckAfter)
+	a.stopServer(30 * time.Second)
+	a.setPhase(PhaseCloning)
+	if err := a.basebackup(ctx, spec.Upstream, spec.Slot); err != nil {
+		a.setPhase(PhaseStopped)
+		return fmt.Errorf("cloning again from %s: %w", spec.Upstream, err)
+	}
+	a.mu.Lock()
+	a.notice = fmt.Sprintf("could not stream from %s, which it had diverged from: the data directory was cloned again", spec.Upstream)
 	a.st.Role, a.st.Fenced, a.st.HasSlots = RoleReplica, false, false
 	a.mu.Unlock()
 	return a.becomeStandby(ctx, spec)

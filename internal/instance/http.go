@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // Handler serves the agent's HTTP interface (api.go): PathStatus,
@@ -140,7 +142,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		return s
 	}
 	s.InRecovery, s.Timeline = p.InRecovery, p.Timeline
-	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = p.Receive, p.Replay, p.Current
+	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = a.received(p.Receive), p.Replay, p.Current
 	s.Streaming = p.InRecovery && p.Streaming && streamingUpstream != ""
 	if s.Streaming {
 		zero := 0.0
@@ -194,3 +196,24 @@ func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 var errNotRunning = fmt.Errorf("not running")
+
+// received returns the furthest WAL position the standby has reported
+// receiving since the agent started: after a restart of the server (a
+// detach, a re-point) pg_last_wal_receive_lsn() is null until the WAL
+// receiver streams again, and the replay position catches up only as the
+// server replays what it holds, so the furthest position it received would
+// otherwise be under-reported to the operator choosing whom to promote.
+// The WAL stays in pg_wal: a restart does not lose it.
+func (a *Agent) received(now string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur, err := replication.ParseLSN(now)
+	if err == nil && now != "" && cur >= a.maxReceived {
+		a.maxReceived = cur
+		return now
+	}
+	if a.maxReceived == 0 {
+		return now
+	}
+	return a.maxReceived.String()
+}

@@ -103,6 +103,10 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	}()
 	a.mu.Lock()
 	a.srv, a.mode, a.runUpstream, a.runSlot = srv, mode, upstream, slot
+	a.standbySince = time.Time{}
+	if mode == modeStandby && upstream != "" {
+		a.standbySince = time.Now()
+	}
 	if initializing {
 		a.phase = PhaseInitializing
 	} else {
@@ -229,6 +233,9 @@ func (a *Agent) basebackup(ctx context.Context, upstream, slot string) error {
 	if err := a.wipeData(); err != nil {
 		return err
 	}
+	a.mu.Lock()
+	a.maxReceived = 0 // a new copy: what the old one received is gone
+	a.mu.Unlock()
 	if err := os.Chmod(a.cfg.PGData, 0o700); err != nil {
 		return err
 	}

@@ -95,6 +95,21 @@ func (d *db) pingRemote(ctx context.Context, conninfo string) error {
 	return c.Ping(ctx)
 }
 
+// remotePrimary reports whether the server at conninfo answers and is a
+// primary (not in recovery).
+func (d *db) remotePrimary(ctx context.Context, conninfo string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var inRecovery bool
+	err = c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+	return err == nil && !inRecovery, err
+}
+
 // ensureReplicationRole creates the replication role, or sets its
 // password, attributes and login when it exists.
 func (d *db) ensureReplicationRole(ctx context.Context, user, password string) error {

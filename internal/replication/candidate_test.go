@@ -125,3 +125,22 @@ func TestCandidate(t *testing.T) {
 		})
 	}
 }
+
+func TestAhead(t *testing.T) {
+	c := cluster(pod(0, asPrimary), pod(1, at("0/3000100", "0/3000100")), pod(2, at("0/3000080", "0/3000080")),
+		Instance{Name: "orders-3", Ordinal: 3})
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"orders-1", "orders-2", true},
+		{"orders-2", "orders-1", false},
+		{"orders-1", "orders-1", false},
+		{"orders-1", "orders-3", false}, // orders-3's agent did not answer
+		{"orders-9", "orders-1", false}, // no such instance
+	} {
+		if got := c.Ahead(tc.a, tc.b); got != tc.want {
+			t.Errorf("Ahead(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

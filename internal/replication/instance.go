@@ -103,6 +103,13 @@ type Cluster struct {
 	Instances []Instance
 }
 
+// Ahead reports whether instance a's agent reports more WAL than b's
+// (Position); false when either did not answer.
+func (c Cluster) Ahead(a, b string) bool {
+	x, y := c.instance(a), c.instance(b)
+	return x != nil && y != nil && x.Agent != nil && y.Agent != nil && x.Agent.Position() > y.Agent.Position()
+}
+
 // instance returns the instance named name, or nil.
 func (c Cluster) instance(name string) *Instance {
 	for i := range c.Instances {
