@@ -128,11 +128,16 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
+		// The primary off ordinal 0: the change waits for a switchover to
+		// ordinal 0, which the StatefulSet restarts last.
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-2"}}`)
+		s.waitPrimary(t, name, name+"-2", 2*time.Minute)
+		s.waitReady(name, 3*time.Minute)
 		before := s.primaryOf(t)
 		w := startWriter(rw, 300000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
-		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"parameters":{"work_mem":"8MB"}}}`)
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"","parameters":{"work_mem":"8MB"}}}`)
 		testenv.Eventually(t, 6*time.Minute, "every pod runs the new revision", func() string {
 			out, _ := s.kubectl("get", "statefulset", "-n", ns, name, "-o", "jsonpath={.status.updateRevision} {.status.updatedReplicas} {.status.readyReplicas}")
 			if f := strings.Fields(out); len(f) != 3 || f[1] != "3" || f[2] != "3" {
