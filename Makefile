@@ -120,7 +120,7 @@ bench: k8s-tools ## Benchmark dbkeeper beside the API server's floor on devclust
 	go build -o bin/bench ./test/bench
 	bin/bench -n $(BENCH_N) -concurrency $(BENCH_CONCURRENCY) -steady $(BENCH_STEADY) -out $(BENCH_OUT) \
 		-doc docs/benchmarks.md -doc-plot benchmarks.png $(BENCH_ARGS)
-	go -C test/bench/plot run . -in $(CURDIR)/$(BENCH_OUT) -out $(CURDIR)/docs/benchmarks.png
+	go -C test/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(CURDIR)/docs/benchmarks.png
 
 .PHONY: bench-go
 bench-go: ## Run the Go microbenchmarks (defaulting and validation, builders).
