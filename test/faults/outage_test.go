@@ -142,6 +142,22 @@ func TestWebhookOutage(t *testing.T) {
 			t.Errorf("phase %s, Ready %v; want Failed, not Ready", db.Status.Phase, meta.IsStatusConditionTrue(db.Status.Conditions, dbv1.ConditionReady))
 		}
 		h.waitReady(t, ns, 60*time.Second, "kept", "undefaulted")
+		// The workqueue's retry count is the controller's, not one
+		// Database's: Databases of an earlier test whose namespace is
+		// still being deleted fail and are retried meanwhile. Count from
+		// when they are gone.
+		testenv.Eventually(t, 2*time.Minute, "no other namespace being deleted", func() string {
+			namespaces := &corev1.NamespaceList{}
+			if err := h.Client.List(ctx, namespaces); err != nil {
+				return err.Error()
+			}
+			for _, n := range namespaces.Items {
+				if n.Name != ns && !n.DeletionTimestamp.IsZero() {
+					return "namespace " + n.Name + " is being deleted"
+				}
+			}
+			return ""
+		})
 		// Each reconcile of the invalid Database ends in a terminal error,
 		// logged once and never retried: one more reconcile, caused by an
 		// annotation, adds one error and no retry to the workqueue.
