@@ -85,6 +85,21 @@ func (d *db) promote(ctx context.Context) error {
 // pingRemote connects to another server with conninfo (its password
 // from the password file) and pings it.
 func (d *db) pingRemote(ctx context.Context, conninfo string) error {
+	return withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
+}
+
+// remotePrimary reports whether the server at conninfo answers and is a
+// primary (not in recovery).
+func (d *db) remotePrimary(ctx context.Context, conninfo string) (bool, error) {
+	var inRecovery bool
+	err := withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+	})
+	return err == nil && !inRecovery, err
+}
+
+// withRemote runs f on a new connection to another server, bounded in time.
+func withRemote(ctx context.Context, conninfo string, f func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
@@ -92,22 +107,7 @@ func (d *db) pingRemote(ctx context.Context, conninfo string) error {
 		return err
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	return c.Ping(ctx)
-}
-
-// remotePrimary reports whether the server at conninfo answers and is a
-// primary (not in recovery).
-func (d *db) remotePrimary(ctx context.Context, conninfo string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
-	if err != nil {
-		return false, err
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	var inRecovery bool
-	err = c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
-	return err == nil && !inRecovery, err
+	return f(ctx, c)
 }
 
 // ensureReplicationRole creates the replication role, or sets its
