@@ -44,7 +44,8 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonRollingOut: the StatefulSet is rolling out a new revision.
 	ReasonRollingOut = "RollingOut"
-	// ReasonWaitingForReplicas: pods of the current revision are not all ready.
+	// ReasonWaitingForReplicas: pods of the current revision are not all
+	// created or ready, as while a new StatefulSet starts its pods.
 	ReasonWaitingForReplicas = "WaitingForReplicas"
 	// ReasonReplicasReady: all replicas of the current revision are ready.
 	ReasonReplicasReady = "ReplicasReady"

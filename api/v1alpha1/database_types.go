@@ -205,7 +205,9 @@ type DatabaseStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// replicas is the number of pods the StatefulSet runs.
+	// replicas is the number of pods the StatefulSet runs. A change of it
+	// alone is not written: it is brought up to date with the next change
+	// a user sees (readyReplicas, a condition, the phase).
 	// +optional
 	Replicas int32 `json:"replicas"`
 
@@ -249,6 +251,9 @@ type DatabaseStatus struct {
 
 	// conditions are Ready, Reconciling and Stalled (kstatus), and
 	// CredentialsReady, ServicesReady and StatefulSetReady for the children.
+	// The status is written when a condition's status, reason or generation
+	// changes, or Stalled's message; other messages, which restate counts in
+	// words, are brought up to date with the next such change.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

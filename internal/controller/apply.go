@@ -106,12 +106,20 @@ func (r *DatabaseReconciler) update(ctx context.Context, s *scope, c child) (app
 		res.blocked = p
 		return res, nil
 	}
+	id := verifiedChild{kind: kind, name: c.key.Name}
+	digest, digestErr := digestOf(c.want)
+	if digestErr == nil && r.verified.holds(s.db, id, c.live.GetResourceVersion(), digest) {
+		return res, nil
+	}
 	have, err := c.owned()
 	if err != nil {
 		return res, fmt.Errorf("extracting the fields dbkeeper owns on %s %s: %w", kind, c.key.Name, err)
 	}
 	changes := desired.Changes(c.want, have)
 	if len(changes) == 0 {
+		if digestErr == nil {
+			r.verified.set(s.db, id, c.live.GetResourceVersion(), digest)
+		}
 		return res, nil
 	}
 	if err := r.write(ctx, c, "update"); err != nil {

@@ -69,17 +69,24 @@ func statefulSetState(obs observation) (ok bool, reason, message string) {
 
 // rollout describes how far the StatefulSet is from running the current
 // spec with every replica ready. ok is true when it is done.
+//
+// A StatefulSet is rolling out while its controller has not seen the
+// spec written last or some pod runs an older revision. A new StatefulSet
+// rolls nothing out: from the reconcile that creates it until its pods are
+// ready it waits for replicas, with one reason, so that a new Database's
+// status changes visibly twice (accepted, then Ready) and is written twice
+// (see statusWriter).
 func rollout(obs observation) (ok bool, reason, message string) {
 	sts := obs.statefulSet.live
 	switch {
+	case obs.statefulSet.created || sts != nil && sts.Status.ObservedGeneration == 0:
+		return false, dbv1.ReasonWaitingForReplicas, fmt.Sprintf("StatefulSet %s was created: 0 of %d replicas ready", obs.statefulSet.name, obs.replicas)
 	case obs.statefulSet.wrote || sts != nil && sts.Status.ObservedGeneration < sts.Generation:
-		// Also what the next reconcile finds in a StatefulSet this one
-		// created: the status need not change in between.
 		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is applying the new spec", obs.statefulSet.name)
 	case sts == nil:
 		return false, dbv1.ReasonProgressing, "the StatefulSet does not exist yet"
 	case sts.Status.UpdateRevision != "" && sts.Status.CurrentRevision != sts.Status.UpdateRevision,
-		sts.Status.UpdatedReplicas < obs.replicas:
+		sts.Status.UpdatedReplicas < sts.Status.Replicas:
 		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is rolling out: %d of %d replicas updated", sts.Name, sts.Status.UpdatedReplicas, obs.replicas)
 	case sts.Status.Replicas != obs.replicas:
 		return false, dbv1.ReasonWaitingForReplicas, fmt.Sprintf("StatefulSet %s has %d replicas, wants %d", sts.Name, sts.Status.Replicas, obs.replicas)
@@ -109,7 +116,7 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 		stalled = &problem{dbv1.ReasonInvalidSpec, obs.invalid.Error()}
 	}
 	if stalled == nil {
-		stalled = podProblem(obs.pods)
+		stalled = podProblem(obs.pods, obs.now)
 	}
 	if stalled != nil {
 		setCondition(status, obs.generation, dbv1.ConditionStalled, true, stalled.reason, stalled.message)

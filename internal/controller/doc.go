@@ -9,13 +9,19 @@
 //   - reconcile.go: Reconcile, its scope, and the order of the children.
 //   - result.go: what a reconcile returns: retry, wait, or stop for good.
 //   - apply.go: finding, creating and updating one child.
+//   - verified.go: the resourceVersion each child last held what was
+//     wanted at, so that an unchanged child is not compared again.
 //   - secret.go, services.go, statefulset.go: one file per kind of child,
 //     each returning what it observed.
 //   - pods.go: the pods' problems, and which pod events matter.
+//   - replication.go, replication_observe.go, replication_memory.go,
+//     replication_status.go: the roles of a replicated postgres Database's
+//     pods (primary, standbys, switchover, failover) through their agents.
 //   - observation.go, status.go, conditions.go: what a reconcile observed,
 //     and the status computed from it alone by pure functions.
-//   - status_writer.go: the one status write per reconcile, and the
-//     bookkeeping that skips a reconcile ahead of the cache.
+//   - status_writer.go: the one status write per reconcile, made only when
+//     what a user sees changed, and the bookkeeping that skips a reconcile
+//     ahead of the cache.
 //   - expectations.go: children created and not yet in the cache.
 //   - events.go: one Event per reconcile for its writes.
 //   - finalizer.go: deleting the volumes of a Database with

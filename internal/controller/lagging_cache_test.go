@@ -69,7 +69,7 @@ func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
 	}
 	cache := &laggingCache{Client: c, stale: stale}
 	r := &DatabaseReconciler{Client: cache, APIReader: c, Recorder: &events.FakeRecorder{}, Rules: rules.Rules{Clock: clock.RealClock{}}}
-	r.status.wrote(key, stale.ResourceVersion, db.ResourceVersion)
+	r.status.wrote(key, statusWrite{replaced: stale.ResourceVersion, written: db.ResourceVersion})
 
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	if err != nil || res.RequeueAfter == 0 {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -24,8 +26,13 @@ type observation struct {
 	secret, services childObservation
 	// statefulSet is what reconciling the StatefulSet found.
 	statefulSet statefulSetObservation
+	// now is when the reconcile began.
+	now time.Time
 	// pods are the Database's pods.
 	pods []corev1.Pod
+	// claimsWait is how long until a pod waiting for its claims to be bound
+	// has waited too long (claimsWait); 0 when none waits.
+	claimsWait time.Duration
 	// replication is what reconciling the roles of a postgres Database's
 	// pods found and did.
 	replication replicationObservation
@@ -52,6 +59,8 @@ type statefulSetObservation struct {
 	// wrote is true when this reconcile wrote the StatefulSet, so its
 	// status cannot describe the new spec yet.
 	wrote bool
+	// created is true when this reconcile created the StatefulSet.
+	created bool
 	// claimsUnbound is true when a claim to grow is not bound yet.
 	claimsUnbound bool
 }

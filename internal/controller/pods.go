@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,7 +53,7 @@ var podProblemChanged = predicate.Funcs{
 
 func problemOf(o client.Object) *problem {
 	if pod, ok := o.(*corev1.Pod); ok {
-		return podProblem([]corev1.Pod{*pod})
+		return podProblem([]corev1.Pod{*pod}, time.Time{})
 	}
 	return nil
 }
@@ -80,9 +81,48 @@ func lastExit(cs corev1.ContainerStatus) string {
 	return out
 }
 
+// volumeBindGrace is how long a pod may stay unschedulable because its
+// claims are not bound yet before that needs a human. With a StorageClass
+// that binds at once (volumeBindingMode Immediate) the scheduler refuses a
+// new pod until the provisioner has made its volume, which takes seconds:
+// that is progress, not a problem.
+const volumeBindGrace = 2 * time.Minute
+
+// unboundClaimsReason is what the scheduler says of such a pod.
+const unboundClaimsReason = "pod has unbound immediate PersistentVolumeClaims"
+
+// waitingForClaims returns, for a pod unschedulable only until its claims
+// are bound, how much longer it may wait at now; 0 when it is not such a
+// pod, when its wait is over, or when now is the zero time (no grace).
+func waitingForClaims(pod *corev1.Pod, now time.Time) time.Duration {
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable ||
+			!strings.Contains(c.Message, unboundClaimsReason) || c.LastTransitionTime.IsZero() || now.IsZero() {
+			continue
+		}
+		return max(0, c.LastTransitionTime.Add(volumeBindGrace).Sub(now))
+	}
+	return 0
+}
+
+// claimsWait returns the shortest wait left, at now, of the pods waiting for
+// their claims to be bound (waitingForClaims), and 0 when none waits: the
+// reconcile looks again then, since the pod may not change meanwhile.
+func claimsWait(pods []corev1.Pod, now time.Time) time.Duration {
+	var wait time.Duration
+	for i := range pods {
+		if w := waitingForClaims(&pods[i], now); w > 0 && (wait == 0 || w < wait) {
+			wait = w
+		}
+	}
+	return wait
+}
+
 // podProblem returns the first failing pod, in name order, that needs a
-// human: it cannot pull its image, it crash-loops, or it cannot be scheduled.
-func podProblem(pods []corev1.Pod) *problem {
+// human at now: it cannot pull its image, it crash-loops, or it cannot be
+// scheduled, except while it only waits for its claims to be bound
+// (waitingForClaims; the zero now applies no grace).
+func podProblem(pods []corev1.Pod, now time.Time) *problem {
 	sorted := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
 		sorted = append(sorted, &pods[i])
@@ -103,7 +143,8 @@ func podProblem(pods []corev1.Pod) *problem {
 			}
 		}
 		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				waitingForClaims(pod, now) == 0 {
 				return &problem{dbv1.ReasonUnschedulable, fmt.Sprintf("pod %s: %s", pod.Name, c.Message)}
 			}
 		}

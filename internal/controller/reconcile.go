@@ -42,6 +42,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, db); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.status.forget(req.NamespacedName)
+			r.verified.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -79,7 +80,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
 	s := &scope{db: db, spec: db.DeepCopy(), build: r.build}
 	r.Rules.Default(s.spec)
-	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0)}
+	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0), now: r.now()}
 	s.wantReplicas = s.obs.replicas
 	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
 		s.obs.invalid = errs.ToAggregate()
@@ -106,6 +107,7 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	if s.obs.pods, err = r.observePods(ctx, s); err != nil {
 		return err
 	}
+	s.obs.claimsWait = claimsWait(s.obs.pods, s.obs.now)
 	s.obs.replication = r.reconcileReplication(ctx, s)
 	return nil
 }
@@ -129,5 +131,5 @@ func (r *DatabaseReconciler) writeStatus(ctx context.Context, s *scope) error {
 		s.cacheBehind = true
 		return nil
 	}
-	return r.status.write(ctx, r.Client, s.db, computeStatus(s.db.Status, s.obs))
+	return r.status.write(ctx, r.Client, s.db, computeStatus(s.db.Status, s.obs), r.now())
 }

@@ -37,7 +37,9 @@ import (
 //     controlled by another object, a claim that cannot grow): terminal.
 //  7. A claim to grow that is not bound yet: binding it changes nothing
 //     dbkeeper watches, so look again after a while.
-//  8. Otherwise done, until the next event.
+//  8. A pod waiting for its claims to be bound: look again when it has
+//     waited too long, since it may not change meanwhile.
+//  9. Otherwise done, until the next event.
 func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
@@ -55,6 +57,8 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked().message))
 	case s.obs.statefulSet.claimsUnbound:
 		return ctrl.Result{RequeueAfter: unboundClaimRetryDelay}, nil
+	case s.obs.claimsWait > 0:
+		return ctrl.Result{RequeueAfter: s.obs.claimsWait}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +35,7 @@ func TestResult(t *testing.T) {
 		{name: "a failed status write of an invalid Database is retried", scope: scope{obs: invalid}, err: failed, errored: true},
 		{name: "a failure of a blocked Database is retried", scope: scope{obs: blocked}, err: failed, errored: true},
 		{name: "a cache behind the last status write is waited for", scope: scope{cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay}},
+		{name: "a pod waiting for its claims is looked at again when its wait is over", scope: scope{obs: observation{claimsWait: time.Minute}}, want: ctrl.Result{RequeueAfter: time.Minute}},
 		{
 			name:  "an invalid spec found while the cache is behind waits for it, so that Stalled is written",
 			scope: scope{obs: invalid, cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay},

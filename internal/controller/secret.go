@@ -3,13 +3,16 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -22,38 +25,122 @@ import (
 // is never replaced; one that is missing, as in a Secret made before that
 // key existed, is generated and added, and the apply leaves every other key
 // as it is.
+//
+// The cache holds only labelled Secrets, and one it lacks may still exist:
+// made by a user before the Database, or with its labels edited. So a
+// Secret the cache lacks is created with a plain create, which the API
+// server refuses when the name is taken, instead of an apply, which would
+// replace the password: only then is it read. A new Database's Secret costs
+// no read.
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
+	kind := r.kindOf(&corev1.Secret{})
 	live := &corev1.Secret{}
 	found, err := r.getCached(ctx, key, live)
-	if err == nil && !found {
-		// The cache holds only labelled Secrets. Before generating a
-		// password, make sure no Secret exists whose labels were edited:
-		// the one read of the API server a new Database costs.
+	if err == nil && !found && r.created.recently(kind, key) {
 		found, err = r.getLive(ctx, key, live)
 	}
 	if err != nil {
 		return childObservation{err: err}
 	}
+	if !found {
+		var created bool
+		if created, err = r.createSecret(ctx, s, key); err != nil || created {
+			return childObservation{err: err}
+		}
+		// Taken: read the Secret that holds the name, and keep its values.
+		if found, err = r.getLive(ctx, key, live); err == nil && !found {
+			err = fmt.Errorf("creating Secret %s: it exists, and then did not: retrying", key.Name)
+		}
+		if err != nil {
+			return childObservation{err: err}
+		}
+	}
 	creds, err := r.credentials(s, live)
 	if err != nil {
 		return childObservation{err: err}
 	}
-	c := child{
-		key: key, live: live, want: desired.Secret(s.spec, creds),
-		owned: func() (any, error) { return corev1ac.ExtractSecret(live, desired.FieldManager) },
+	want := desired.Secret(s.spec, creds)
+	c := child{key: key, live: live, want: want, owned: func() (any, error) { return ownedSecret(want, live), nil }}
+	res, err := r.update(ctx, s, c)
+	return childObservation{err: err, blocked: res.blocked}
+}
+
+// createSecret creates the credentials Secret with newly generated values.
+// It reports false, and no error, when a Secret of that name exists.
+func (r *DatabaseReconciler) createSecret(ctx context.Context, s *scope, key client.ObjectKey) (bool, error) {
+	creds, err := r.credentials(s, &corev1.Secret{})
+	if err != nil {
+		return false, err
 	}
-	res := applyResult{found: found}
-	if !found {
-		// Created, or found out of the cache's sight after all.
-		if res, err = r.create(ctx, s, c); err != nil {
-			return childObservation{err: err}
+	secret, err := typed[corev1.Secret](desired.Secret(s.spec, creds))
+	if err != nil {
+		return false, err
+	}
+	err = r.Client.Create(ctx, secret, client.FieldOwner(desired.FieldManager))
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("creating Secret %s: %w", key.Name, err)
+	}
+	kind := r.kindOf(secret)
+	r.created.add(kind, key)
+	childWrites.WithLabelValues(kind.Kind, "create").Inc()
+	s.wrote("Created", kind, key.Name, "created Secret "+key.Name)
+	return true, nil
+}
+
+// typed converts an apply configuration to the object it describes.
+func typed[T any](ac any) (*T, error) {
+	raw, err := json.Marshal(ac)
+	if err != nil {
+		return nil, err
+	}
+	obj := new(T)
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return nil, fmt.Errorf("converting %T: %w", ac, err)
+	}
+	return obj, nil
+}
+
+// ownedSecret returns what live holds of the fields want sets: each of want's
+// labels, annotations and data keys with live's value, the Database's owner
+// reference and the type. The Secret is created with a plain create, whose
+// managed fields are an update's, which corev1ac.ExtractSecret does not
+// read; this compares the same fields. A label or key dbkeeper stopped
+// setting stays on the Secret, which for a Secret is what a user wants.
+func ownedSecret(want *corev1ac.SecretApplyConfiguration, live *corev1.Secret) *corev1ac.SecretApplyConfiguration {
+	have := corev1ac.Secret(live.Name, live.Namespace)
+	for k := range want.Labels {
+		if v, ok := live.Labels[k]; ok {
+			have.WithLabels(map[string]string{k: v})
 		}
 	}
-	if res.found {
-		res, err = r.update(ctx, s, c)
+	for k := range want.Annotations {
+		if v, ok := live.Annotations[k]; ok {
+			have.WithAnnotations(map[string]string{k: v})
+		}
 	}
-	return childObservation{err: err, blocked: res.blocked}
+	for _, w := range want.OwnerReferences {
+		for _, ref := range live.OwnerReferences {
+			if w.UID != nil && ref.UID == *w.UID {
+				have.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(ref.APIVersion).WithKind(ref.Kind).
+					WithName(ref.Name).WithUID(ref.UID))
+				last := &have.OwnerReferences[len(have.OwnerReferences)-1]
+				last.Controller, last.BlockOwnerDeletion = ref.Controller, ref.BlockOwnerDeletion
+			}
+		}
+	}
+	if want.Type != nil && live.Type != "" {
+		have.WithType(live.Type)
+	}
+	for k := range want.Data {
+		if v, ok := live.Data[k]; ok {
+			have.WithData(map[string][]byte{k: v})
+		}
+	}
+	return have
 }
 
 // credentials returns the generated values of the Secret: each the live

@@ -37,9 +37,10 @@ import (
 type DatabaseReconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
-	// APIReader reads from the API server directly. It is used only to look
-	// for an existing credentials Secret the cache cannot see (its labels
-	// were edited), so that a password is never regenerated.
+	// APIReader reads from the API server directly: a child the cache
+	// cannot see, because this process created it moments ago or because
+	// its labels were edited (for the credentials Secret, found when its
+	// create is refused, so that a password is never regenerated).
 	APIReader client.Reader
 	// Recorder reports every write as an Event on the Database.
 	Recorder events.EventRecorder
@@ -60,6 +61,9 @@ type DatabaseReconciler struct {
 	replicas replicaMemories
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
+	// verified are the resourceVersions at which children were last found
+	// to hold what dbkeeper wants.
+	verified verifiedChildren
 	// status writes the status and remembers the writes the cache has not
 	// shown yet.
 	status statusWriter
@@ -81,8 +85,9 @@ type Options struct {
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
 // so it never holds every Secret or Pod of the cluster, and keeps of them
-// only what dbkeeper reads: the managed fields only on the children it
-// applies (it extracts its own fields from them), and of a Pod only its
+// only what dbkeeper reads: the managed fields only on the Services and
+// StatefulSets (it extracts its own fields from them; the Secret is
+// compared field by field, see ownedSecret), and of a Pod only its
 // metadata and status.
 func CacheOptions() cache.Options {
 	selector := labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})
@@ -90,7 +95,7 @@ func CacheOptions() cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&dbv1.Database{}:      {Transform: cache.TransformStripManagedFields()},
-			&corev1.Secret{}:      applied,
+			&corev1.Secret{}:      {Label: selector, Transform: cache.TransformStripManagedFields()},
 			&corev1.Service{}:     applied,
 			&appsv1.StatefulSet{}: applied,
 			&corev1.Pod{}:         {Label: selector, Transform: slimPod},

@@ -37,7 +37,7 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 		keepClaimTemplateSize(want, live)
 		res, err = r.update(ctx, s, c)
 	}
-	obs.wrote, obs.err = res.wrote, err
+	obs.wrote, obs.created, obs.err = res.wrote, res.wrote && !res.found, err
 	if res.found && res.blocked == nil {
 		obs.live = live
 	}

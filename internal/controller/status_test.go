@@ -3,14 +3,17 @@ package controller
 import (
 	"crypto/rand"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -194,14 +197,89 @@ func TestCreatingTheStatefulSetNeedsOneStatusWrite(t *testing.T) {
 		}
 		return status.Conditions
 	}
-	created := conditions(observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{name: "orders", wrote: true}})
+	created := conditions(observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{name: "orders", wrote: true, created: true}})
 	next := conditions(observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 0, 0, 0, 0, "", "")}})
 	if !equality.Semantic.DeepEqual(created, next) {
 		t.Errorf("status after creating the StatefulSet:\n%+v\nafter finding it:\n%+v", created, next)
 	}
-	if c := meta.FindStatusCondition(created, dbv1.ConditionStatefulSetReady); c.Reason != dbv1.ReasonRollingOut || !strings.Contains(c.Message, "StatefulSet orders") {
+	if c := meta.FindStatusCondition(created, dbv1.ConditionStatefulSetReady); c.Reason != dbv1.ReasonWaitingForReplicas || !strings.Contains(c.Message, "StatefulSet orders was created") {
 		t.Errorf("StatefulSetReady after creating it: %s: %s", c.Reason, c.Message)
 	}
+}
+
+func TestANewDatabaseStatusChangesVisiblyTwice(t *testing.T) {
+	// From the reconcile that creates the StatefulSet to the one that
+	// finds its pod ready, the StatefulSet's controller reports every step
+	// of a new StatefulSet; only the last changes what a user sees, so a
+	// new Database costs two status writes: accepted, and Ready.
+	steps := []struct {
+		name string
+		sts  statefulSetObservation
+	}{
+		{"created", statefulSetObservation{name: "orders", wrote: true, created: true}},
+		{"not observed yet", statefulSetObservation{name: "orders", live: statefulSet(1, 0, 0, 0, 0, "", "")}},
+		{"observed, no pod yet", statefulSetObservation{name: "orders", live: statefulSet(1, 1, 0, 0, 0, "a", "a")}},
+		{"pod created", statefulSetObservation{name: "orders", live: statefulSet(1, 1, 1, 1, 0, "a", "a")}},
+		{"pod ready", statefulSetObservation{name: "orders", live: statefulSet(1, 1, 1, 1, 1, "a", "a")}},
+	}
+	var status dbv1.DatabaseStatus
+	var changes []string
+	for _, step := range steps {
+		next := computeStatus(status, observation{generation: 1, replicas: 1, statefulSet: step.sts})
+		if !equality.Semantic.DeepEqual(visible(next), visible(status)) {
+			changes = append(changes, step.name)
+		}
+		status = next
+	}
+	if want := []string{"created", "pod ready"}; !slices.Equal(changes, want) {
+		t.Errorf("visible changes at %q, want %q", changes, want)
+	}
+	if status.Phase != dbv1.PhaseReady || status.Replicas != 1 {
+		t.Errorf("final status: phase %s, replicas %d", status.Phase, status.Replicas)
+	}
+}
+
+func TestVisible(t *testing.T) {
+	base := dbv1.DatabaseStatus{
+		Phase: dbv1.PhaseProvisioning, Replicas: 1, Ready: "0/3",
+		Conditions: []metav1.Condition{
+			{Type: dbv1.ConditionReady, Status: metav1.ConditionFalse, Reason: dbv1.ReasonWaitingForReplicas, Message: "0 of 3 ready"},
+			{Type: dbv1.ConditionStalled, Status: metav1.ConditionFalse, Reason: dbv1.ReasonReconciled, Message: "no problem needs a human"},
+		},
+		Instances: []dbv1.InstanceStatus{{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, LagBytes: ptr.To[int64](10), Message: "x"}},
+	}
+	for _, tt := range []struct {
+		name    string
+		change  func(*dbv1.DatabaseStatus)
+		visible bool
+	}{
+		{"a condition's message", func(s *dbv1.DatabaseStatus) { s.Conditions[0].Message = "1 of 3 ready" }, false},
+		{"pods that exist", func(s *dbv1.DatabaseStatus) { s.Replicas = 2 }, false},
+		{"a standby's lag", func(s *dbv1.DatabaseStatus) { s.Instances[0].LagBytes = ptr.To[int64](99) }, false},
+		{"an instance's message", func(s *dbv1.DatabaseStatus) { s.Instances[0].Message = "y" }, false},
+		{"a condition's reason", func(s *dbv1.DatabaseStatus) { s.Conditions[0].Reason = dbv1.ReasonRollingOut }, true},
+		{"a condition's status", func(s *dbv1.DatabaseStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, true},
+		{"the ready count", func(s *dbv1.DatabaseStatus) { s.Ready = "1/3" }, true},
+		{"the phase", func(s *dbv1.DatabaseStatus) { s.Phase = dbv1.PhaseDegraded }, true},
+		{"an instance's readiness", func(s *dbv1.DatabaseStatus) { s.Instances[0].Ready = false }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			changed := *base.DeepCopy()
+			tt.change(&changed)
+			if got := !equality.Semantic.DeepEqual(visible(changed), visible(base)); got != tt.visible {
+				t.Errorf("visible change = %v, want %v", got, tt.visible)
+			}
+		})
+	}
+	t.Run("the message of a problem that needs a human", func(t *testing.T) {
+		stalled := *base.DeepCopy()
+		stalled.Conditions[1] = metav1.Condition{Type: dbv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: dbv1.ReasonCrashLooping, Message: "pod orders-0: FATAL: bad work_mem"}
+		other := *stalled.DeepCopy()
+		other.Conditions[1].Message = "pod orders-0: FATAL: bad shared_buffers"
+		if equality.Semantic.DeepEqual(visible(stalled), visible(other)) {
+			t.Error("a change of the Stalled message is not visible")
+		}
+	})
 }
 
 func TestConditionsKeepTheirTransitionTime(t *testing.T) {
@@ -239,6 +317,46 @@ func TestGeneratePassword(t *testing.T) {
 type cryptoReader struct{}
 
 func (cryptoReader) Read(p []byte) (int, error) { return rand.Read(p) }
+
+func TestAPodWaitingForItsClaimsIsNotStalledWithinTheGrace(t *testing.T) {
+	// With a StorageClass that binds at once, the scheduler refuses a new
+	// pod until its claim is bound: seconds of progress, not a problem,
+	// unless it lasts.
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	waiting := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(since),
+		Message: "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: not helpful"}}}}
+	noNode := *waiting.DeepCopy()
+	noNode.Status.Conditions[0].Message = "0/1 nodes are available: 1 Insufficient cpu."
+	pods := []corev1.Pod{waiting}
+	for _, tt := range []struct {
+		name    string
+		pods    []corev1.Pod
+		now     time.Time
+		stalled bool
+		wait    time.Duration
+	}{
+		{"just unschedulable for its claims", pods, since.Add(time.Second), false, volumeBindGrace - time.Second},
+		{"unschedulable for its claims longer than the grace", pods, since.Add(volumeBindGrace), true, 0},
+		{"without a clock (the pod predicate)", pods, time.Time{}, true, 0},
+		{"unschedulable for want of a node", []corev1.Pod{noNode}, since.Add(time.Second), true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if p := podProblem(tt.pods, tt.now); (p != nil) != tt.stalled || p != nil && p.reason != dbv1.ReasonUnschedulable {
+				t.Errorf("problem %+v, want stalled %v", p, tt.stalled)
+			}
+			if got := claimsWait(tt.pods, tt.now); got != tt.wait {
+				t.Errorf("wait %v, want %v", got, tt.wait)
+			}
+		})
+	}
+	obs := observation{generation: 1, replicas: 1, now: since.Add(time.Second), pods: pods,
+		statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 1, 1, 1, 0, "a", "a")}}
+	status := computeStatus(dbv1.DatabaseStatus{}, obs)
+	if meta.IsStatusConditionTrue(status.Conditions, dbv1.ConditionStalled) || status.Phase != dbv1.PhaseProvisioning {
+		t.Errorf("a new Database whose pod waits for its claim: phase %s, Stalled %+v", status.Phase, meta.FindStatusCondition(status.Conditions, dbv1.ConditionStalled))
+	}
+}
 
 func TestPodProblemChanged(t *testing.T) {
 	running := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orders-0"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -26,6 +28,10 @@ import (
 // Databases (docs/benchmarks.md) this took status write conflicts from 264
 // to 0 and reconciles per Database from 5.78 to 4.20.
 //
+// A status is written only when it changes what a user or `kubectl wait`
+// sees (see visible); the other fields, details that churn while a
+// Database converges, go along with the next write that does.
+//
 // The zero value is ready to use.
 type statusWriter struct {
 	mu     sync.Mutex
@@ -35,12 +41,26 @@ type statusWriter struct {
 // statusWrite is the last status write of one Database.
 type statusWrite struct {
 	replaced, written string
+	// at is when the write was made.
+	at time.Time
 }
 
-// write writes status as db's unless it equals db's, with an optimistic
-// lock on db's resourceVersion.
-func (w *statusWriter) write(ctx context.Context, c client.Client, db *dbv1.Database, status dbv1.DatabaseStatus) error {
+// instanceDetailRefresh is how old the last status write of a replicated
+// Database may be before a change of its details alone (the standbys' lag)
+// is written: its reconciles run every few seconds for as long as it
+// exists, and a lag that never moved would mislead.
+const instanceDetailRefresh = time.Minute
+
+// write writes status as db's, with an optimistic lock on db's
+// resourceVersion, when it differs visibly from db's, or when only the
+// details of a replicated Database's instances differ and its last write is
+// older than instanceDetailRefresh.
+func (w *statusWriter) write(ctx context.Context, c client.Client, db *dbv1.Database, status dbv1.DatabaseStatus, now time.Time) error {
 	if equality.Semantic.DeepEqual(status, db.Status) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(db)
+	if equality.Semantic.DeepEqual(visible(status), visible(db.Status)) && !w.detailDue(key, status, now) {
 		return nil
 	}
 	replaced := db.ResourceVersion
@@ -49,19 +69,54 @@ func (w *statusWriter) write(ctx context.Context, c client.Client, db *dbv1.Data
 	if err := c.Status().Patch(ctx, db, patch); err != nil {
 		return fmt.Errorf("writing status: %w", err)
 	}
-	w.wrote(client.ObjectKeyFromObject(db), replaced, db.ResourceVersion)
+	w.wrote(key, statusWrite{replaced: replaced, written: db.ResourceVersion, at: now})
 	return nil
 }
 
-// wrote remembers that a status write of key turned resourceVersion
-// replaced into written.
-func (w *statusWriter) wrote(key client.ObjectKey, replaced, written string) {
+// visible returns of status what a user or `kubectl wait` acts on, and
+// which is written as soon as it changes: the phase, observedGeneration,
+// the counts kubectl get prints, the published endpoint, Secret and image,
+// the roles, and each condition's status, reason and generation, with the
+// message of a problem that needs a human (Stalled). What is left out are
+// details: the other conditions' messages (which restate counts and names
+// in words), status.replicas (pods that exist but are not ready yet), and
+// each instance's message and lag.
+func visible(status dbv1.DatabaseStatus) dbv1.DatabaseStatus {
+	v := *status.DeepCopy()
+	v.Replicas = 0
+	for i := range v.Conditions {
+		c := &v.Conditions[i]
+		if c.Type != dbv1.ConditionStalled || c.Status != metav1.ConditionTrue {
+			c.Message = ""
+		}
+	}
+	for i := range v.Instances {
+		v.Instances[i].Message, v.Instances[i].Lag, v.Instances[i].LagBytes = "", nil, nil
+	}
+	return v
+}
+
+// detailDue reports whether a change of details alone is to be written:
+// for a replicated Database (it reports instances) whose last write this
+// process made is older than instanceDetailRefresh, or unknown.
+func (w *statusWriter) detailDue(key client.ObjectKey, status dbv1.DatabaseStatus, now time.Time) bool {
+	if len(status.Instances) == 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.writes[key]
+	return !ok || now.Sub(last.at) >= instanceDetailRefresh
+}
+
+// wrote remembers the last status write of key.
+func (w *statusWriter) wrote(key client.ObjectKey, write statusWrite) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.writes == nil {
 		w.writes = map[client.ObjectKey]statusWrite{}
 	}
-	w.writes[key] = statusWrite{replaced: replaced, written: written}
+	w.writes[key] = write
 }
 
 // behind reports whether db, as cached, is the version the last status

@@ -88,6 +88,7 @@ func (b *bench) run(ctx context.Context) error {
 		{"floor cluster stop", func(context.Context) error { return b.stopCluster() }},
 		{"dbkeeper cluster", func(ctx context.Context) error { return b.setupDbkeeper(ctx, binary) }},
 		{"idle memory", b.idleMemory},
+		{"webhook overhead, quiet", b.webhookOverheadQuiet},
 		{"dbkeeper convergence", b.dbkeeperConvergence},
 		{"steady state", b.steadyState},
 		{"unrelated Secrets", b.unrelatedSecrets},

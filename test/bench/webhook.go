@@ -20,8 +20,21 @@ const webhookWarmup = 3
 
 // webhookOverhead times Database creates, one at a time by the same client,
 // with the webhook configurations registered and with them removed, in
-// alternating blocks.
+// alternating blocks, on the cluster with N Databases.
 func (b *bench) webhookOverhead(ctx context.Context) error {
+	return b.measureWebhooks(ctx, &b.report.Webhook, false)
+}
+
+// webhookOverheadQuiet does the same with dry-run creates on the cluster
+// before any Database exists: the API server calls the webhooks as for any
+// create but stores nothing, so nothing else runs meanwhile. Beside the
+// figures at N, it tells the webhooks' own cost from the cluster's load.
+func (b *bench) webhookOverheadQuiet(ctx context.Context) error {
+	return b.measureWebhooks(ctx, &b.report.WebhookQuiet, true)
+}
+
+// measureWebhooks fills w; dryRun makes every timed create a dry run.
+func (b *bench) measureWebhooks(ctx context.Context, w *webhookFigures, dryRun bool) error {
 	total := b.opts.webhookSamples
 	if total == 0 {
 		return nil
@@ -38,6 +51,7 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cpuBefore, began := b.cpuByComponent(), time.Now()
 	next := 0
 	var with, without []float64
 	rounds := b.opts.webhookRounds
@@ -46,7 +60,7 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 		if r == rounds-1 {
 			count = total - count*(rounds-1)
 		}
-		lat, err := b.timedCreates(ctx, count, &next)
+		lat, err := b.timedCreates(ctx, count, &next, dryRun)
 		if err != nil {
 			return err
 		}
@@ -58,7 +72,7 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 		if err := b.waitWebhooks(ctx, false); err != nil {
 			return err
 		}
-		if lat, err = b.timedCreates(ctx, count, &next); err != nil {
+		if lat, err = b.timedCreates(ctx, count, &next, dryRun); err != nil {
 			return err
 		}
 		without = append(without, lat...)
@@ -84,7 +98,9 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w := &b.report.Webhook
+	w.DryRun = dryRun
+	w.Seconds = round3(time.Since(began).Seconds())
+	w.CPUSeconds = cpuDelta(cpuBefore, b.cpuByComponent())
 	w.Samples = len(with)
 	w.With = latencyOf(with)
 	w.Without = latencyOf(without)
@@ -96,7 +112,7 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 	w.APIServer = histogramsBy(before.api, after.api, "apiserver_admission_webhook_admission_duration_seconds", func(l map[string]string) string {
 		return l["type"] + " " + l["name"]
 	})
-	b.logf("webhook overhead: p50 %+.2fms, p99 %+.2fms (with: p99 %.2fms, without: p99 %.2fms)", w.Overhead.P50, w.Overhead.P99, w.With.P99, w.Without.P99)
+	b.logf("webhook overhead (dry run %v): p50 %+.2fms, p99 %+.2fms (with: p99 %.2fms, without: p99 %.2fms)", dryRun, w.Overhead.P50, w.Overhead.P99, w.With.P99, w.Without.P99)
 	return nil
 }
 
@@ -105,9 +121,13 @@ func (b *bench) webhookOverhead(ctx context.Context) error {
 const absentStorageClass = "bench-absent"
 
 // timedCreates waits until the manager is quiet, then creates count
-// Databases one after another and returns each create's latency in
-// milliseconds.
-func (b *bench) timedCreates(ctx context.Context, count int, next *int) ([]float64, error) {
+// Databases one after another, or dry-runs their creates, and returns each
+// create's latency in milliseconds.
+func (b *bench) timedCreates(ctx context.Context, count int, next *int, dryRun bool) ([]float64, error) {
+	var opts []client.CreateOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
 	if _, err := b.waitQuiet(ctx, 2*time.Second, 30*time.Second); err != nil {
 		return nil, err
 	}
@@ -121,7 +141,7 @@ func (b *bench) timedCreates(ctx context.Context, count int, next *int) ([]float
 		db.Spec.Storage.StorageClassName = ptr.To(absentStorageClass)
 		*next++
 		t := time.Now()
-		if err := b.client.Create(ctx, db); err != nil {
+		if err := b.client.Create(ctx, db, opts...); err != nil {
 			return nil, fmt.Errorf("creating Database %s: %w", db.Name, err)
 		}
 		if i >= webhookWarmup {
