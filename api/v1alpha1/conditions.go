@@ -26,6 +26,11 @@ const (
 	// ConditionReplicationReady is True when a replicated Database's
 	// primary accepts writes and every standby streams from it.
 	ConditionReplicationReady = "ReplicationReady"
+	// ConditionProvisioned is True once the Database has been Ready: its
+	// data exists and it served. It never turns False again, and tells a
+	// Database still being provisioned from a degraded one, so that the
+	// phase follows from the conditions alone.
+	ConditionProvisioned = "Provisioned"
 	// ConditionSwitchingOver is True while the primary moves to another
 	// pod, by a switchover (reason Switchover) or a failover (reason
 	// Failover); the message says from which pod to which.
@@ -42,6 +47,11 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonApplyFailed: writing a child failed; dbkeeper retries with backoff.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonProvisioning: the Database has not been Ready since it was
+	// created (condition Provisioned).
+	ReasonProvisioning = "Provisioning"
+	// ReasonFirstReady: the Database has been Ready (condition Provisioned).
+	ReasonFirstReady = "FirstReady"
 	// ReasonRollingOut: the StatefulSet is rolling out a new revision.
 	ReasonRollingOut = "RollingOut"
 	// ReasonWaitingForReplicas: pods of the current revision are not all

@@ -11,8 +11,8 @@ func TestConditionNamesAreValid(t *testing.T) {
 	camel := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	names := []string{
 		ConditionReady, ConditionReconciling, ConditionStalled,
-		ConditionCredentialsReady, ConditionServicesReady, ConditionStatefulSetReady,
-		ReasonReconciled, ReasonProgressing, ReasonInvalidSpec, ReasonApplyFailed, ReasonRollingOut,
+		ConditionCredentialsReady, ConditionServicesReady, ConditionStatefulSetReady, ConditionProvisioned,
+		ReasonProvisioning, ReasonFirstReady, ReasonReconciled, ReasonProgressing, ReasonInvalidSpec, ReasonApplyFailed, ReasonRollingOut,
 		ReasonWaitingForReplicas, ReasonReplicasReady, ReasonImagePullFailed, ReasonCrashLooping,
 		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed, ReasonControlledByOther,
 	}

@@ -201,7 +201,10 @@ type DatabaseStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// phase is a one-word summary of the conditions, for humans.
+	// phase is a one-word summary of the conditions, for humans, derived
+	// from them alone: Failed when Stalled, Ready when Ready, Provisioning
+	// until Provisioned, Updating while the StatefulSet rolls out, else
+	// Degraded.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
@@ -233,7 +236,8 @@ type DatabaseStatus struct {
 	Image string `json:"image,omitempty"`
 
 	// currentPrimary is the pod that accepts writes: the client Service
-	// <name> selects it, and every other pod streams from it.
+	// <name> selects it, and every other pod streams from it. A single
+	// server's is its one pod, ordinal 0, from the start.
 	// +optional
 	CurrentPrimary string `json:"currentPrimary,omitempty"`
 
@@ -249,8 +253,10 @@ type DatabaseStatus struct {
 	// +listMapKey=name
 	Instances []InstanceStatus `json:"instances,omitempty"`
 
-	// conditions are Ready, Reconciling and Stalled (kstatus), and
-	// CredentialsReady, ServicesReady and StatefulSetReady for the children.
+	// conditions are Ready, Reconciling and Stalled (kstatus);
+	// CredentialsReady, ServicesReady and StatefulSetReady for the children;
+	// Provisioned, True once the Database has been Ready; and for a
+	// replicated Database ReplicationReady and SwitchingOver.
 	// The status is written when a condition's status, reason or generation
 	// changes, or Stalled's message; other messages, which restate counts in
 	// words, are brought up to date with the next such change.

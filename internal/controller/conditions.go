@@ -148,21 +148,32 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 	setCondition(status, obs.generation, dbv1.ConditionReady, true, dbv1.ReasonReconciled, fmt.Sprintf("all %d replicas are ready", obs.replicas))
 }
 
-// phase derives the one-word phase for humans from the conditions. The
-// conditions say what is wrong now, not whether the Database was ever
-// ready, which tells a Database still being provisioned from a degraded
-// one: that one bit of history is the previous phase.
-func phase(conditions []metav1.Condition, previous dbv1.Phase) dbv1.Phase {
+// setProvisioned sets Provisioned: True from the first time the Database
+// is Ready, and for good. A Database whose status predates the condition
+// was provisioned if its phase says it was ever ready.
+func setProvisioned(status *dbv1.DatabaseStatus, previous dbv1.DatabaseStatus, generation int64) {
+	was := meta.FindStatusCondition(previous.Conditions, dbv1.ConditionProvisioned)
+	switch {
+	case was != nil && was.Status == metav1.ConditionTrue,
+		meta.IsStatusConditionTrue(status.Conditions, dbv1.ConditionReady),
+		was == nil && (previous.Phase == dbv1.PhaseReady || previous.Phase == dbv1.PhaseUpdating || previous.Phase == dbv1.PhaseDegraded):
+		setCondition(status, generation, dbv1.ConditionProvisioned, true, dbv1.ReasonFirstReady, "the Database has been ready")
+	default:
+		setCondition(status, generation, dbv1.ConditionProvisioned, false, dbv1.ReasonProvisioning, "the Database has not been ready since it was created")
+	}
+}
+
+// phase derives the one-word phase for humans from the conditions alone.
+func phase(conditions []metav1.Condition) dbv1.Phase {
+	sts := meta.FindStatusCondition(conditions, dbv1.ConditionStatefulSetReady)
 	switch {
 	case meta.IsStatusConditionTrue(conditions, dbv1.ConditionStalled):
 		return dbv1.PhaseFailed
 	case meta.IsStatusConditionTrue(conditions, dbv1.ConditionReady):
 		return dbv1.PhaseReady
-	case previous == "" || previous == dbv1.PhasePending || previous == dbv1.PhaseProvisioning:
+	case !meta.IsStatusConditionTrue(conditions, dbv1.ConditionProvisioned):
 		return dbv1.PhaseProvisioning
-	}
-	c := meta.FindStatusCondition(conditions, dbv1.ConditionStatefulSetReady)
-	if c != nil && c.Reason == dbv1.ReasonRollingOut || previous == dbv1.PhaseUpdating {
+	case sts != nil && sts.Reason == dbv1.ReasonRollingOut:
 		return dbv1.PhaseUpdating
 	}
 	return dbv1.PhaseDegraded

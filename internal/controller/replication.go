@@ -138,15 +138,16 @@ func replicated(s *scope) bool {
 func firstPod(db *dbv1.Database) string { return db.Name + "-0" }
 
 // reconcileSingle labels the one pod of a single-server Database primary,
-// so the client Service selects it.
+// so the client Service selects it. Its primary is ordinal 0 from the
+// start, which initializes itself as one: reporting it before the pod
+// exists spares a new Database a status write.
 func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) replicationObservation {
-	out := replicationObservation{}
+	out := replicationObservation{currentPrimary: firstPod(s.spec)}
 	for i := range s.obs.pods {
 		pod := &s.obs.pods[i]
 		if pod.Name != firstPod(s.spec) {
 			continue
 		}
-		out.currentPrimary = pod.Name
 		if pod.Labels[replication.RoleLabel] != string(replication.RolePrimary) {
 			if err := r.setRole(ctx, pod, replication.RolePrimary); err != nil {
 				out.message = err.Error()
@@ -161,9 +162,12 @@ func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) repl
 // primary, a failover, a switchover, or the steady state.
 func (run *replicationRun) decide(ctx context.Context) {
 	out := &run.out
-	if out.currentPrimary == "" {
+	if out.currentPrimary == "" || out.currentPrimary == firstPod(run.db) && run.byName[out.currentPrimary] == nil && len(run.s.db.Status.Instances) == 0 {
 		// Ordinal 0 of a new Database initializes its data directory by
-		// itself and runs as primary: adopt it.
+		// itself and runs as primary: adopt it once it accepts writes. A
+		// single server reports ordinal 0 as its primary before its pod
+		// exists (reconcileSingle); grown before the pod came, it waits
+		// for it the same way.
 		m := run.byName[firstPod(run.db)]
 		if m == nil || !m.writable() {
 			out.reason, out.message = dbv1.ReasonStandbysNotStreaming, fmt.Sprintf("waiting for %s to initialize the database", firstPod(run.db))

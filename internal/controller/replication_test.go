@@ -561,3 +561,46 @@ func TestReplicationRollingChangeMovesThePrimaryToOrdinalZeroFirst(t *testing.T)
 		t.Errorf("the primary is %q, want orders-0, which the StatefulSet restarts last", f.db.Status.CurrentPrimary)
 	}
 }
+
+func TestASingleServerGrownBeforeItsPodExistsWaitsForOrdinalZero(t *testing.T) {
+	// A single server reports ordinal 0 as its primary before its pod
+	// exists; grown to three replicas meanwhile, the controller must still
+	// wait for ordinal 0 to come and accept writes, as for a new replicated
+	// Database: no failover from a primary that never ran.
+	f := newReplicationFixture(t)
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := f.c.List(ctx, pods, client.InNamespace(f.db.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if err := f.c.Delete(ctx, &pods.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.db.Spec.Replicas = ptr.To[int32](1)
+	if obs := f.reconcile(); obs.currentPrimary != "orders-0" || obs.replicated {
+		t.Fatalf("single server without a pod: currentPrimary %q, replicated %v; want orders-0, not replicated", obs.currentPrimary, obs.replicated)
+	}
+	f.db.Spec.Replicas = ptr.To[int32](3)
+	for range 60 {
+		obs := f.reconcile()
+		if obs.currentPrimary != "orders-0" || obs.targetPrimary != "" || obs.ready || obs.change != nil {
+			t.Fatalf("at %v: current %q target %q change %+v: %s", f.now, obs.currentPrimary, obs.targetPrimary, obs.change, obs.message)
+		}
+		f.now = f.now.Add(time.Second)
+	}
+	for _, s := range f.agents.servers {
+		if len(s.applied) > 0 {
+			t.Fatalf("an agent was told %+v before ordinal 0 ran", s.applied)
+		}
+	}
+	for i := range 3 {
+		f.addPod(i)
+	}
+	f.reconcile()
+	f.reconcile()
+	if got := f.roles(); fmt.Sprint(got) != "[primary replica replica]" {
+		t.Errorf("roles once the pods run = %v", got)
+	}
+}

@@ -11,8 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -61,7 +59,7 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 		return childObservation{err: err}
 	}
 	want := desired.Secret(s.spec, creds)
-	c := child{key: key, live: live, want: want, owned: func() (any, error) { return ownedSecret(want, live), nil }}
+	c := child{key: key, live: live, want: want, owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
 	return childObservation{err: err, blocked: res.blocked}
 }
@@ -102,45 +100,6 @@ func typed[T any](ac any) (*T, error) {
 		return nil, fmt.Errorf("converting %T: %w", ac, err)
 	}
 	return obj, nil
-}
-
-// ownedSecret returns what live holds of the fields want sets: each of want's
-// labels, annotations and data keys with live's value, the Database's owner
-// reference and the type. The Secret is created with a plain create, whose
-// managed fields are an update's, which corev1ac.ExtractSecret does not
-// read; this compares the same fields. A label or key dbkeeper stopped
-// setting stays on the Secret, which for a Secret is what a user wants.
-func ownedSecret(want *corev1ac.SecretApplyConfiguration, live *corev1.Secret) *corev1ac.SecretApplyConfiguration {
-	have := corev1ac.Secret(live.Name, live.Namespace)
-	for k := range want.Labels {
-		if v, ok := live.Labels[k]; ok {
-			have.WithLabels(map[string]string{k: v})
-		}
-	}
-	for k := range want.Annotations {
-		if v, ok := live.Annotations[k]; ok {
-			have.WithAnnotations(map[string]string{k: v})
-		}
-	}
-	for _, w := range want.OwnerReferences {
-		for _, ref := range live.OwnerReferences {
-			if w.UID != nil && ref.UID == *w.UID {
-				have.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(ref.APIVersion).WithKind(ref.Kind).
-					WithName(ref.Name).WithUID(ref.UID))
-				last := &have.OwnerReferences[len(have.OwnerReferences)-1]
-				last.Controller, last.BlockOwnerDeletion = ref.Controller, ref.BlockOwnerDeletion
-			}
-		}
-	}
-	if want.Type != nil && live.Type != "" {
-		have.WithType(live.Type)
-	}
-	for k := range want.Data {
-		if v, ok := live.Data[k]; ok {
-			have.WithData(map[string][]byte{k: v})
-		}
-	}
-	return have
 }
 
 // credentials returns the generated values of the Secret: each the live

@@ -18,7 +18,8 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 	setChildConditions(&status, obs)
 	setReplicationStatus(&status, obs)
 	setSummaryConditions(&status, obs)
-	status.Phase = phase(status.Conditions, previous.Phase)
+	setProvisioned(&status, previous, obs.generation)
+	status.Phase = phase(status.Conditions)
 
 	// A failed child leaves the generation not yet observed; an invalid
 	// spec is observed: nothing more will happen until it changes.

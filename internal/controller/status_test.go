@@ -390,3 +390,52 @@ func TestPodProblemChanged(t *testing.T) {
 		t.Error("the creation or deletion of a failing pod did not pass")
 	}
 }
+
+func TestPhaseFollowsFromTheConditionsAlone(t *testing.T) {
+	c := func(conditionType string, status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: conditionType, Status: status, Reason: reason}
+	}
+	provisioned := c(dbv1.ConditionProvisioned, metav1.ConditionTrue, dbv1.ReasonFirstReady)
+	notYet := c(dbv1.ConditionProvisioned, metav1.ConditionFalse, dbv1.ReasonProvisioning)
+	notReady := c(dbv1.ConditionReady, metav1.ConditionFalse, dbv1.ReasonWaitingForReplicas)
+	for _, tt := range []struct {
+		name       string
+		conditions []metav1.Condition
+		want       dbv1.Phase
+	}{
+		{"stalled, even once provisioned", []metav1.Condition{c(dbv1.ConditionStalled, metav1.ConditionTrue, dbv1.ReasonCrashLooping), provisioned, notReady}, dbv1.PhaseFailed},
+		{"ready", []metav1.Condition{c(dbv1.ConditionReady, metav1.ConditionTrue, dbv1.ReasonReconciled), provisioned}, dbv1.PhaseReady},
+		{"never ready", []metav1.Condition{notReady, notYet}, dbv1.PhaseProvisioning},
+		{"never ready, rolling out", []metav1.Condition{notReady, notYet, c(dbv1.ConditionStatefulSetReady, metav1.ConditionFalse, dbv1.ReasonRollingOut)}, dbv1.PhaseProvisioning},
+		{"ready before, rolling out", []metav1.Condition{notReady, provisioned, c(dbv1.ConditionStatefulSetReady, metav1.ConditionFalse, dbv1.ReasonRollingOut)}, dbv1.PhaseUpdating},
+		{"ready before, a replica lost", []metav1.Condition{notReady, provisioned, c(dbv1.ConditionStatefulSetReady, metav1.ConditionFalse, dbv1.ReasonWaitingForReplicas)}, dbv1.PhaseDegraded},
+		{"no condition yet", nil, dbv1.PhaseProvisioning},
+	} {
+		if got := phase(tt.conditions); got != tt.want {
+			t.Errorf("%s: phase %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestProvisionedStaysTrueOnceReady(t *testing.T) {
+	ready := observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 1, "a", "a")}}
+	lost := observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")}}
+	provisioned := func(s dbv1.DatabaseStatus) bool {
+		return meta.IsStatusConditionTrue(s.Conditions, dbv1.ConditionProvisioned)
+	}
+
+	status := computeStatus(dbv1.DatabaseStatus{}, lost)
+	if provisioned(status) || status.Phase != dbv1.PhaseProvisioning {
+		t.Errorf("never ready: Provisioned %v, phase %s", provisioned(status), status.Phase)
+	}
+	status = computeStatus(status, ready)
+	status = computeStatus(status, lost)
+	if !provisioned(status) || status.Phase != dbv1.PhaseDegraded {
+		t.Errorf("ready once, then a replica lost: Provisioned %v, phase %s", provisioned(status), status.Phase)
+	}
+	// A status written before the condition existed: its phase tells.
+	status = computeStatus(dbv1.DatabaseStatus{Phase: dbv1.PhaseReady}, lost)
+	if !provisioned(status) || status.Phase != dbv1.PhaseDegraded {
+		t.Errorf("a Database Ready before the condition existed: Provisioned %v, phase %s", provisioned(status), status.Phase)
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -46,4 +47,44 @@ func Secret(db *dbv1.Database, creds Credentials) *corev1ac.SecretApplyConfigura
 		WithOwnerReferences(ownerReference(db)).
 		WithType(corev1.SecretTypeOpaque).
 		WithData(data)
+}
+
+// SecretHeld returns what live holds of the fields want sets: each of want's
+// labels, annotations and data keys with live's value, the Database's owner
+// reference and the type: compared with want by Changes, it finds what an
+// extraction would (an edited or removed label, key or reference). The
+// controller creates the Secret with a plain create, so its managed fields
+// are an update's, which corev1ac.ExtractSecret does not read. A label or key dbkeeper stopped
+// setting stays on the Secret, which for a Secret is what a user wants.
+func SecretHeld(want *corev1ac.SecretApplyConfiguration, live *corev1.Secret) *corev1ac.SecretApplyConfiguration {
+	have := corev1ac.Secret(live.Name, live.Namespace)
+	for k := range want.Labels {
+		if v, ok := live.Labels[k]; ok {
+			have.WithLabels(map[string]string{k: v})
+		}
+	}
+	for k := range want.Annotations {
+		if v, ok := live.Annotations[k]; ok {
+			have.WithAnnotations(map[string]string{k: v})
+		}
+	}
+	for _, w := range want.OwnerReferences {
+		for _, ref := range live.OwnerReferences {
+			if w.UID != nil && ref.UID == *w.UID {
+				have.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(ref.APIVersion).WithKind(ref.Kind).
+					WithName(ref.Name).WithUID(ref.UID))
+				last := &have.OwnerReferences[len(have.OwnerReferences)-1]
+				last.Controller, last.BlockOwnerDeletion = ref.Controller, ref.BlockOwnerDeletion
+			}
+		}
+	}
+	if want.Type != nil && live.Type != "" {
+		have.WithType(live.Type)
+	}
+	for k := range want.Data {
+		if v, ok := live.Data[k]; ok {
+			have.WithData(map[string][]byte{k: v})
+		}
+	}
+	return have
 }
