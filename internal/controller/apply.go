@@ -108,7 +108,8 @@ func (r *DatabaseReconciler) update(ctx context.Context, s *scope, c child) (app
 	}
 	id := verifiedChild{kind: kind, name: c.key.Name}
 	digest, digestErr := digestOf(c.want)
-	if digestErr == nil && r.verified.holds(s.db, id, c.live.GetResourceVersion(), digest) {
+	version := versionOf(c.live)
+	if digestErr == nil && r.verified.holds(s.db, id, version, digest) {
 		return res, nil
 	}
 	have, err := c.owned()
@@ -118,7 +119,7 @@ func (r *DatabaseReconciler) update(ctx context.Context, s *scope, c child) (app
 	changes := desired.Changes(c.want, have)
 	if len(changes) == 0 {
 		if digestErr == nil {
-			r.verified.set(s.db, id, c.live.GetResourceVersion(), digest)
+			r.verified.set(s.db, id, version, digest)
 		}
 		return res, nil
 	}

@@ -3,6 +3,8 @@ package controller
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,5 +47,30 @@ func TestVerifiedChildren(t *testing.T) {
 	v.forget(client.ObjectKeyFromObject(db))
 	if v.holds(db, sts, "7", want) {
 		t.Error("a forgotten Database's child holds")
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "orders", Generation: 2, ResourceVersion: "10", Labels: map[string]string{"app": "orders"}}}
+	base := versionOf(sts)
+	statusUpdate := sts.DeepCopy()
+	statusUpdate.ResourceVersion, statusUpdate.Status.ReadyReplicas = "11", 1
+	if versionOf(statusUpdate) != base {
+		t.Error("a status update of a StatefulSet changed its version: it would be compared again for nothing")
+	}
+	specEdit := sts.DeepCopy()
+	specEdit.ResourceVersion, specEdit.Generation = "12", 3
+	labelEdit := sts.DeepCopy()
+	labelEdit.ResourceVersion, labelEdit.Labels = "13", map[string]string{"app": "other"}
+	ownerRemoved := sts.DeepCopy()
+	ownerRemoved.OwnerReferences = []metav1.OwnerReference{{Name: "x"}}
+	for name, obj := range map[string]*appsv1.StatefulSet{"a spec edit": specEdit, "a label edit": labelEdit, "an owner change": ownerRemoved} {
+		if versionOf(obj) == base {
+			t.Errorf("%s kept the version: its drift would go unseen", name)
+		}
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "orders", ResourceVersion: "7"}}
+	if got := versionOf(svc); got != "7" {
+		t.Errorf("a Service's version is %q, want its resourceVersion", got)
 	}
 }

@@ -173,7 +173,7 @@ func (c *Cluster) defineProcesses() {
 		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
-		"--profiling=false",
+		"--profiling="+strconv.FormatBool(c.profiling),
 		// On SIGTERM, shut the HTTP server down with a 2s timeout rather
 		// than the request timeout (60s), which open watches otherwise use
 		// up when the API server stops alone (StopAPIServer).

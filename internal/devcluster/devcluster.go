@@ -85,6 +85,9 @@ type Options struct {
 	// ImagesDir holds the images the real node imports, listed in its
 	// images.txt. Default: DefaultImagesDir().
 	ImagesDir string
+	// APIServerProfiling serves kube-apiserver's /debug/pprof to the admin
+	// (for the benchmark's profiles); off by default, as in production.
+	APIServerProfiling bool
 	// APIServerPort is kube-apiserver's port on 127.0.0.1; 0 picks a free one.
 	APIServerPort int
 	// EtcdPort is etcd's client port on 127.0.0.1; 0 picks a free one.
@@ -111,6 +114,7 @@ type Cluster struct {
 	log       io.Writer
 	ownRunDir bool // RunDir is a temporary directory Start made
 	keepRun   bool
+	profiling bool // APIServerProfiling
 	pki       *pki
 	ports     ports
 	clientset kubernetes.Interface // from Config
@@ -221,7 +225,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			err = fmt.Errorf("devcluster: %w", err)
 		}
 	}()
-	c := &Cluster{BinDir: binDir, log: opts.Log, keepRun: opts.KeepRunDir, exited: make(chan error, 16)}
+	c := &Cluster{BinDir: binDir, log: opts.Log, keepRun: opts.KeepRunDir, profiling: opts.APIServerProfiling, exited: make(chan error, 16)}
 	if opts.RunDir == "" {
 		if c.RunDir, err = os.MkdirTemp("", "devcluster-"); err != nil {
 			return nil, err

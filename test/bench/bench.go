@@ -113,10 +113,11 @@ func (b *bench) startCluster(ctx context.Context, name string, watch map[string]
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cluster, err := devcluster.Start(startCtx, devcluster.Options{
-		BinDir: b.opts.binDir,
-		RunDir: filepath.Join(b.work, name),
-		Nodes:  b.opts.nodes,
-		Log:    prefixWriter{b},
+		BinDir:             b.opts.binDir,
+		RunDir:             filepath.Join(b.work, name),
+		Nodes:              b.opts.nodes,
+		APIServerProfiling: b.opts.profileDir != "",
+		Log:                prefixWriter{b},
 	})
 	if err != nil {
 		return err

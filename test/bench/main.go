@@ -70,7 +70,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.nodes, "nodes", 1, "fake nodes of devcluster")
 	fs.DurationVar(&o.timeout, "timeout", 40*time.Minute, "longest wait for one convergence")
 	fs.StringVar(&o.binDir, "bin-dir", devcluster.DefaultBinDir(), "directory of the pinned Kubernetes binaries (make k8s-tools)")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "write the manager's CPU profile of the convergence and heap profiles here; empty: none")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write the manager's CPU profile of the convergence and heap profiles, and the API server's CPU profile of the first part of each convergence, here; empty: none")
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra manager flags, space separated")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (manager log, cluster logs)")
 	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: print the table (and write -doc) from the figures of an earlier run")

@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
 )
@@ -192,8 +195,45 @@ func (b *bench) pprof(ctx context.Context, path string, w io.Writer) error {
 	return err
 }
 
-// saveProfile writes a pprof profile to -profile-dir, when set.
+// saveProfile writes a pprof profile of the manager to -profile-dir, when
+// set.
 func (b *bench) saveProfile(ctx context.Context, path, name string) {
+	b.saveProfileOf(ctx, b.pprof, path, name)
+}
+
+// saveAPIServerProfile writes a pprof profile of the API server to
+// -profile-dir, when set (the cluster then serves it).
+func (b *bench) saveAPIServerProfile(ctx context.Context, path, name string) {
+	b.saveProfileOf(ctx, b.apiPprof, path, name)
+}
+
+// apiPprof fetches a path of the API server's /debug/pprof into w.
+func (b *bench) apiPprof(ctx context.Context, path string, w io.Writer) error {
+	cfg := rest.CopyConfig(b.cfg)
+	cfg.Timeout = 10 * time.Minute // a CPU profile takes minutes
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(cfg.Host, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("API server pprof %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("API server pprof %s: %s", path, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// saveProfileOf writes what fetch returns for path to name in -profile-dir,
+// when set.
+func (b *bench) saveProfileOf(ctx context.Context, fetch func(context.Context, string, io.Writer) error, path, name string) {
 	if b.opts.profileDir == "" {
 		return
 	}
@@ -208,7 +248,7 @@ func (b *bench) saveProfile(ctx context.Context, path, name string) {
 		return
 	}
 	defer f.Close()
-	if err := b.pprof(ctx, path, f); err != nil {
+	if err := fetch(ctx, path, f); err != nil {
 		b.logf("profile %s: %v", name, err)
 		return
 	}
