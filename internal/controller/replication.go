@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -452,6 +453,10 @@ func (run *replicationRun) primarySpec(p *member) instance.Spec {
 // apply sends an agent its spec; a failure is reported on the instance and
 // retried at the next reconcile.
 func (run *replicationRun) apply(ctx context.Context, m *member, spec instance.Spec) *instance.Status {
+	if m.status == nil || m.status.Spec == nil || !specEqual(*m.status.Spec, spec) {
+		// A change of what the server should be, not a lease renewal.
+		log.FromContext(ctx).Info("sending an instance its spec", "pod", m.name(), "role", spec.Role, "upstream", spec.Upstream, "slot", spec.Slot)
+	}
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	st, err := run.r.Agents.Apply(ctx, m.pod.Status.PodIP, run.token, spec)

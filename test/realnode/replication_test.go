@@ -33,18 +33,7 @@ const replicated = "ledger"
 // the network is back; scaling 3 → 1 → 3 keeps the rows.
 func (s *suite) testReplication(t *testing.T) {
 	const name = replicated
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for i := range 3 {
-			pod := fmt.Sprintf("%s-%d", name, i)
-			out, _ := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--tail=60")
-			t.Logf("log of %s:\n%s", pod, out)
-		}
-		out, _ := s.kubectl("get", "database", "-n", ns, name, "-o", "yaml")
-		t.Logf("Database %s:\n%s", name, out)
-	})
+	t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
 	// The replication tools (pg_basebackup, pg_rewind) of the postgres 15
 	// image are of the server's own version (docs/images.md).
 	image := s.image("dbkeeper.local/postgres:15.")
@@ -71,7 +60,8 @@ func (s *suite) testReplication(t *testing.T) {
 	}
 
 	t.Run("switchover loses no acknowledged row", func(t *testing.T) {
-		w := startWriter(rw, 0)
+		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+		w := startWriter(t, rw, 0)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-1"}}`)
@@ -86,11 +76,12 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
+		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
 		// With spec.primary left at the old primary, dbkeeper would switch
 		// back to it once it streams again (docs/replication.md §7).
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
 		old := s.primaryOf(t)
-		w := startWriter(rw, 100000)
+		w := startWriter(t, rw, 100000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
 		heal := s.isolate(t, old)
@@ -110,8 +101,9 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
+		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
 		primary := s.primaryOf(t)
-		w := startWriter(rw, 200000)
+		w := startWriter(t, rw, 200000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
 		s.mustKubectl("delete", "pod", "-n", ns, primary, "--wait=false")
@@ -128,13 +120,14 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
+		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
 		// The primary off ordinal 0: the change waits for a switchover to
 		// ordinal 0, which the StatefulSet restarts last.
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-2"}}`)
 		s.waitPrimary(t, name, name+"-2", 2*time.Minute)
 		s.waitReady(name, 3*time.Minute)
 		before := s.primaryOf(t)
-		w := startWriter(rw, 300000)
+		w := startWriter(t, rw, 300000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"","parameters":{"work_mem":"8MB"}}}`)
@@ -183,6 +176,7 @@ func (s *suite) testReplication(t *testing.T) {
 	})
 
 	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
+		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
 		before, err := rw.total()
 		if err != nil {
 			t.Fatal(err)
@@ -317,9 +311,12 @@ type writer struct {
 	longest time.Duration
 }
 
-func startWriter(target *pgTarget, first int) *writer {
+func startWriter(t *testing.T, target *pgTarget, first int) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{target: target, cancel: cancel, done: make(chan struct{}), last: time.Now()}
+	// A test that fails before it stops the writer must not leave it
+	// writing into the rows the next one counts.
+	t.Cleanup(func() { w.stop() })
 	go func() {
 		defer close(w.done)
 		var conn *pgx.Conn
@@ -543,4 +540,25 @@ func run(t *testing.T, args ...string) {
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+}
+
+// dumpReplicationOnFailure logs, when t failed, what the pods of the
+// replicated Database logged (their containers' previous runs too: a
+// pod that restarted) and the Database, at the moment of the failure:
+// later subtests replace the pods.
+func (s *suite) dumpReplicationOnFailure(t *testing.T) {
+	const name = replicated
+	if !t.Failed() {
+		return
+	}
+	for i := range 3 {
+		pod := fmt.Sprintf("%s-%d", name, i)
+		if out, err := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--previous", "--tail=60"); err == nil {
+			t.Logf("log of %s, previous container:\n%s", pod, out)
+		}
+		out, _ := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--tail=80")
+		t.Logf("log of %s:\n%s", pod, out)
+	}
+	out, _ := s.kubectl("get", "database", "-n", ns, name, "-o", "yaml")
+	t.Logf("Database %s:\n%s", name, out)
 }

@@ -68,7 +68,7 @@ func setup(t *testing.T) *suite {
 			_ = s.manager.Stop()
 		}
 		if t.Failed() {
-			env.LogState(t, "db,sts,pods,pvc,pv,events", s.logFile, 100)
+			env.LogState(t, "db,sts,pods,pvc,pv,events", s.logFile, 300)
 		}
 		if err := env.Stop(); err != nil {
 			t.Errorf("stopping devcluster: %v", err)
