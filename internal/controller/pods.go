@@ -84,9 +84,11 @@ func lastExit(cs corev1.ContainerStatus) string {
 // volumeBindGrace is how long a pod may stay unschedulable because its
 // claims are not bound yet before that needs a human. With a StorageClass
 // that binds at once (volumeBindingMode Immediate) the scheduler refuses a
-// new pod until the provisioner has made its volume, which takes seconds:
-// that is progress, not a problem.
-const volumeBindGrace = 2 * time.Minute
+// new pod until the provisioner has made its volume: seconds on an idle
+// cluster, minutes for a cloud disk or when many Databases are created at
+// once (on the benchmark's 1 000, up to about three). That is progress, not
+// a problem; a provisioner that made nothing in five minutes is one.
+const volumeBindGrace = 5 * time.Minute
 
 // unboundClaimsReason is what the scheduler says of such a pod.
 const unboundClaimsReason = "pod has unbound immediate PersistentVolumeClaims"
