@@ -49,16 +49,17 @@ func addSeeds(f *testing.F) {
 	}
 }
 
-// hugeNegativeExponent matches quantities that resource.ParseQuantity takes
-// practically forever to parse (it rounds them to nano precision). Such a
-// Database cannot be built here: Guard refuses them before an
-// admission request is decoded (FuzzAdmission fuzzes that path), so these
-// fuzzers leave them out.
-var hugeNegativeExponent = regexp.MustCompile(`[eE]-0*[0-9]{3,}`)
+// hugeExponent matches quantities that resource.ParseQuantity takes
+// practically forever to parse (it rounds them to nano precision, computing
+// ten to the power of the exponent: "1e-999999999" and "9e999999999999"
+// alike). Such a Database cannot be built here: Guard refuses an exponent
+// beyond ±MaxQuantityExponent (99) before an admission request is decoded
+// (FuzzAdmission fuzzes that path), so these fuzzers leave them out.
+var hugeExponent = regexp.MustCompile(`[eE][+-]?0*[0-9]{3,}`)
 
 // parseQuantity parses a quantity of the fuzz input.
 func parseQuantity(s string) (resource.Quantity, bool) {
-	if hugeNegativeExponent.MatchString(s) {
+	if hugeExponent.MatchString(s) {
 		return resource.Quantity{}, false
 	}
 	q, err := resource.ParseQuantity(s)
