@@ -178,21 +178,8 @@ func (b *bench) measureMemory(ctx context.Context) (memory, error) {
 
 // pprof fetches a path of the manager's pprof server into w.
 func (b *bench) pprof(ctx context.Context, path string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.pprofAddr+path, nil)
-	if err != nil {
-		return err
-	}
 	client := &http.Client{Timeout: 10 * time.Minute} // a CPU profile takes up to five
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("pprof %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("pprof %s: %s", path, resp.Status)
-	}
-	_, err = io.Copy(w, resp.Body)
-	return err
+	return fetchTo(ctx, client, "http://"+b.pprofAddr+path, "pprof "+path, w)
 }
 
 // saveProfile writes a pprof profile of the manager to -profile-dir, when
@@ -215,17 +202,22 @@ func (b *bench) apiPprof(ctx context.Context, path string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(cfg.Host, "/")+path, nil)
+	return fetchTo(ctx, client, strings.TrimRight(cfg.Host, "/")+path, "API server pprof "+path, w)
+}
+
+// fetchTo GETs url with client into w; what names it in errors.
+func fetchTo(ctx context.Context, client *http.Client, url, what string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("API server pprof %s: %w", path, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("API server pprof %s: %s", path, resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
 	}
 	_, err = io.Copy(w, resp.Body)
 	return err
