@@ -64,10 +64,7 @@ func (r *DatabaseReconciler) kindOf(obj runtime.Object) schema.GroupVersionKind 
 // created moments ago, which the cache has not shown yet, is read from the
 // API server instead of being created twice.
 func (r *DatabaseReconciler) findOrCreate(ctx context.Context, s *scope, c child) (applyResult, error) {
-	found, err := r.getCached(ctx, c.key, c.live)
-	if err == nil && !found && r.created.recently(r.kindOf(c.live), c.key) {
-		found, err = r.getLive(ctx, c.key, c.live)
-	}
+	found, err := r.find(ctx, c.key, c.live)
 	if err != nil || found {
 		return applyResult{live: c.live, found: found}, err
 	}
@@ -152,6 +149,18 @@ func (r *DatabaseReconciler) write(ctx context.Context, c child, operation strin
 	}
 	childWrites.WithLabelValues(kind, operation).Inc()
 	return nil
+}
+
+// find reads a child from the cache, or from the API server when this
+// process created it moments ago and the cache does not show it yet. It
+// reports false, and no error, when the child does not exist as far as the
+// cache can tell.
+func (r *DatabaseReconciler) find(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
+	found, err := r.getCached(ctx, key, obj)
+	if err == nil && !found && r.created.recently(r.kindOf(obj), key) {
+		found, err = r.getLive(ctx, key, obj)
+	}
+	return found, err
 }
 
 // getCached reads a child from the cache (see readChild); when the cache

@@ -32,12 +32,8 @@ import (
 // no read.
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
-	kind := r.kindOf(&corev1.Secret{})
 	live := &corev1.Secret{}
-	found, err := r.getCached(ctx, key, live)
-	if err == nil && !found && r.created.recently(kind, key) {
-		found, err = r.getLive(ctx, key, live)
-	}
+	found, err := r.find(ctx, key, live)
 	if err != nil {
 		return childObservation{err: err}
 	}
