@@ -113,11 +113,25 @@ func TestReconciler(t *testing.T) {
 			if err := f.client.List(ctx, events, client.InNamespace(ns)); err != nil {
 				return err.Error()
 			}
-			if len(events.Items) == 0 {
-				return "no Event"
+			// The API server's own controllers write Events here too
+			// (its ClusterIP repair loop about a new Service, say):
+			// only dbkeeper's count.
+			var ours []eventsv1.Event
+			for _, e := range events.Items {
+				if e.ReportingController == "dbkeeper" {
+					ours = append(ours, e)
+				}
 			}
-			event = &events.Items[0]
-			return ""
+			switch len(ours) {
+			case 0:
+				return fmt.Sprintf("no Event from dbkeeper among %d", len(events.Items))
+			case 1:
+				event = &ours[0]
+				return ""
+			default:
+				t.Fatalf("%d Events from dbkeeper, want one: %v", len(ours), ours)
+				return ""
+			}
 		})
 		for _, child := range []string{"Secret orders-credentials", "Service orders", "Service orders-headless", "Service orders-ro", "StatefulSet orders"} {
 			if !strings.Contains(event.Note, "created "+child) {
