@@ -131,7 +131,7 @@ var entries = []EngineInfo{
 		DataDir:             "/var/lib/postgresql/data/pgdata",
 		UID:                 999,
 		MaxReplicas:         9,
-		MaxReplicasReason:   "one primary and at most 8 streaming standbys: dbkeeper sets max_wal_senders and max_replication_slots to 10, for 8 standbys, a base backup in progress and one spare",
+		MaxReplicasReason:   "one primary and at most 8 streaming standbys: max_wal_senders and max_replication_slots stay at PostgreSQL's default of 10 (parameters dbkeeper owns), for 8 standbys, a base backup in progress and one spare",
 		OwnedParameters: append([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
 			postgresReplicationParameters...),
 		OwnedParameterReasons: reasons(forReplication, postgresReplicationParameters),

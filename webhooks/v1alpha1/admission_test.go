@@ -244,7 +244,7 @@ func TestAdmission(t *testing.T) {
 				stderr: `The Database "broken" is invalid: 
 * spec.version: Unsupported value: "12": supported values: "14", "15", "16", "17", "18"
 * spec.image: Invalid value: "postgres:latest": must not use the tag "latest", which moves: pods restarted at different times would run different versions; name a version, e.g. docker.io/library/postgres:17.6
-* spec.replicas: Invalid value: 10: must be at most 9 for postgres: one primary and at most 8 streaming standbys: dbkeeper sets max_wal_senders and max_replication_slots to 10, for 8 standbys, a base backup in progress and one spare
+* spec.replicas: Invalid value: 10: must be at most 9 for postgres: one primary and at most 8 streaming standbys: max_wal_senders and max_replication_slots stay at PostgreSQL's default of 10 (parameters dbkeeper owns), for 8 standbys, a base backup in progress and one spare
 * spec.databaseName: Invalid value: "postgres": is reserved by postgres
 * spec.username: Invalid value: "1admin": must start with a lowercase letter or '_' and contain only lowercase letters, digits and '_'
 * spec.parameters[port]: Forbidden: port is set by dbkeeper; set spec.port instead
