@@ -128,6 +128,7 @@ func TestCRD(t *testing.T) {
 
 	t.Run("the schema alone holds the engine catalog's replicas limits", func(t *testing.T) { testReplicasRules(t, c) })
 	t.Run("the schema alone holds the failover timeout's bounds", func(t *testing.T) { testFailoverTimeoutRules(t, c) })
+	t.Run("the schema alone refuses quantities too slow to parse", func(t *testing.T) { testQuantityRules(t, c) })
 
 	t.Run("a mysql Database stored with three replicas can still be labelled and deleted", func(t *testing.T) {
 		// Store it as a CRD without the rule (an earlier dbkeeper's) did,

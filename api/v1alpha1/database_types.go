@@ -57,6 +57,7 @@ type StorageSpec struct {
 	// size is the capacity requested for each replica's data volume. It may
 	// grow but never shrink. Defaults to 1Gi.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="size(string(self)) <= 64 && !string(self).matches('[eE][+-]?0*[1-9][0-9][0-9]')",message="must be a quantity such as 10Gi, at most 64 characters with an exponent of at most two digits"
 	Size *resource.Quantity `json:"size,omitempty"`
 
 	// storageClassName is the StorageClass of the data volumes. Empty means
@@ -73,7 +74,14 @@ type StorageSpec struct {
 // (engine postgres, version 17 for postgres and 8.4 for mysql,
 // databaseName and username app, storage size 1Gi), as the webhooks and
 // the reconciler default it; TestCRDTransitionRulesMatchTheDefaults keeps
-// them in step with the catalog.
+// them in step with the catalog. The storage size rule first passes a
+// size that its field's own rule refuses (too long, or an exponent of
+// three digits or more), so that no quantity() parses it: parsing such a
+// text takes minutes (see webhooks/v1alpha1 MaxQuantityExponent). The
+// quantities of spec.resources have no such rule: one over every entry of
+// its maps exceeds the API server's cost budget, as corev1.ResourceList
+// bounds neither their size nor their values' length; only the webhooks
+// bound them.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') == (has(oldSelf.engine) ? oldSelf.engine : 'postgres')",messageExpression=`'field is immutable (was ' + (has(oldSelf.engine) ? oldSelf.engine : 'postgres') + '): create a new Database with the other engine and migrate the data'`,fieldPath=".engine",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') != (has(oldSelf.engine) ? oldSelf.engine : 'postgres') || semver(has(self.version) ? self.version : ((has(self.engine) ? self.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true).compareTo(semver(has(oldSelf.version) ? oldSelf.version : ((has(oldSelf.engine) ? oldSelf.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true)) >= 0",message="may not be decreased: the engine cannot open a data directory of a newer version; create a new Database with the older version and restore a backup into it",fieldPath=".version",reason=FieldValueForbidden
@@ -81,7 +89,7 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.databaseName) ? self.databaseName : 'app') == (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app') + '")'`,fieldPath=".databaseName",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.username) ? self.username : 'app') == (has(oldSelf.username) ? oldSelf.username : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.username) ? oldSelf.username : 'app') + '")'`,fieldPath=".username",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || size(oldSelf.storage.storageClassName) == 0 || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",messageExpression=`'field is immutable once set (was "' + oldSelf.storage.storageClassName + '")'`,fieldPath=".storage.storageClassName",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="!isQuantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') || !isQuantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') || quantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi').compareTo(quantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi')) >= 0",messageExpression=`'may not be decreased (from ' + (has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') + ' to ' + (has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') + ')'`,fieldPath=".storage.size",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.storage) && has(self.storage.size) && (size(string(self.storage.size)) > 64 || string(self.storage.size).matches('[eE][+-]?0*[1-9][0-9][0-9]'))) || (has(oldSelf.storage) && has(oldSelf.storage.size) && (size(string(oldSelf.storage.size)) > 64 || string(oldSelf.storage.size).matches('[eE][+-]?0*[1-9][0-9][0-9]'))) || !isQuantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') || !isQuantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') || quantity(has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi').compareTo(quantity(has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi')) >= 0",messageExpression=`'may not be decreased (from ' + (has(oldSelf.storage) && has(oldSelf.storage.size) ? string(oldSelf.storage.size) : '1Gi') + ' to ' + (has(self.storage) && has(self.storage.size) ? string(self.storage.size) : '1Gi') + ')'`,fieldPath=".storage.size",reason=FieldValueForbidden
 //
 // The replicas rules hold the engine catalog's limits (MaxReplicas): one
 // rule per engine, an unset engine counting as postgres;
