@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,10 @@ type Agent struct {
 	failedStarts  int         // consecutive starts the server exited at
 	retryAt       time.Time   // no new attempt before, after a failed action
 	retryGen      int         // specGen of that failure
+	// diverged is true once the server refused to start as a standby past
+	// its timeline's fork (StartError.Diverged), until it starts again:
+	// the next Spec with an upstream rewinds it.
+	diverged bool
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it
@@ -203,18 +208,27 @@ func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) 
 	err := a.startServer(ctx, mode, upstream, slot)
 	a.mu.Lock()
 	if se := (*StartError)(nil); errors.As(err, &se) {
-		// A start can fail once for a passing reason (a killed server's
-		// processes still hold its shared memory); a server that fails
-		// every start ends the agent, so that the kubelet's back-off shows.
-		a.failedStarts++
 		a.nextStart = time.Now().Add(2 * time.Second)
-		if a.failedStarts >= maxFailedStarts {
-			a.fatal = se
-			a.mu.Unlock()
-			return err
+		if se.Diverged {
+			// Not a crash loop: the agent repairs it with a rewind once
+			// a Spec names an upstream, and does not start the server
+			// again before.
+			a.diverged = true
+		} else {
+			// A start can fail once for a passing reason (a killed
+			// server's processes still hold its shared memory); a server
+			// that fails every start ends the agent, so that the
+			// kubelet's back-off shows.
+			a.failedStarts++
+			if a.failedStarts >= maxFailedStarts {
+				a.fatal = se
+				a.mu.Unlock()
+				return err
+			}
 		}
 	} else if err == nil {
 		a.failedStarts = 0
+		a.diverged = false
 	}
 	a.mu.Unlock()
 	a.recordErr(err)
@@ -253,6 +267,9 @@ func (a *Agent) running() bool {
 	a.logf("the server exited unexpectedly: %v", srv.err)
 	a.db.close()
 	a.mu.Lock()
+	if srv.diverged() {
+		a.diverged = true
+	}
 	a.srv = nil
 	a.phase = PhaseStopped
 	a.streamingNow = false
@@ -282,6 +299,7 @@ func (a *Agent) step(ctx context.Context) {
 		HaveData: a.haveData(), Running: running, Mode: a.mode,
 		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
 		FencedSinceSpec: a.st.Fenced && a.fenceGen == a.specGen,
+		Diverged:        a.diverged,
 	}
 	waitStart := time.Now().Before(a.nextStart)
 	a.mu.Unlock()
@@ -298,7 +316,7 @@ func (a *Agent) step(ctx context.Context) {
 	}
 	if spec == nil {
 		// Before any Spec: restart the server as it was after an exit.
-		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced {
+		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced && !cur.Diverged {
 			_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
 		}
 		return
@@ -449,13 +467,23 @@ func (a *Agent) demote(ctx context.Context, spec Spec) error {
 	return a.becomeStandby(ctx, spec)
 }
 
-// rejoin makes a former primary that was not demoted cleanly a standby of
-// spec's upstream: pg_rewind, or, when that fails, a new clone.
+// rejoin makes a former primary that was not demoted cleanly, or a
+// standby whose server refused to start past its timeline's fork, a
+// standby of spec's upstream: pg_rewind, or, when that fails (or, for the
+// latter, finds nothing to do), a new clone.
 func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 	a.stopServer(30 * time.Second)
 	a.setPhase(PhaseRewinding)
+	a.mu.Lock()
+	diverged := a.diverged
+	a.mu.Unlock()
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.rewind(ctx, spec.Upstream)
+	if err == nil && diverged && strings.Contains(out, "no rewind required") {
+		// pg_rewind judges from the control file; the server, which
+		// refused to start on this data, knows better.
+		err = errors.New("it found nothing to rewind, but the server refused to start past its timeline's fork")
+	}
 	if err != nil {
 		// Never discard the data because the upstream is unreachable:
 		// re-clone only from a primary that answers.
@@ -478,6 +506,7 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 	a.mu.Lock()
 	a.st.Role, a.st.Fenced, a.st.HasSlots = RoleReplica, false, false
 	a.maxReceived = 0 // rewound to the fork: what it received past it is gone
+	a.diverged = false
 	a.mu.Unlock()
 	return a.becomeStandby(ctx, spec)
 }

@@ -75,6 +75,9 @@ type current struct {
 	// FencedSinceSpec is true when the server was fenced after the last
 	// Spec arrived: the Spec may not make it a primary again; a new one may.
 	FencedSinceSpec bool
+	// Diverged is true when the server refused to start as a standby
+	// because its data went past the fork of the timeline it must follow.
+	Diverged bool
 }
 
 // action is one step of convergence.
@@ -135,6 +138,8 @@ func decide(cur current, spec Spec) action {
 				return actNone
 			case cur.Running:
 				return actRestartStandby
+			case cur.Diverged:
+				return actWait // it cannot start until an upstream to rewind from is named
 			default:
 				return actStartStandby
 			}
@@ -144,6 +149,8 @@ func decide(cur current, spec Spec) action {
 			return actDemote // a switchover: clean, no rewind needed
 		case cur.St.Role == RolePrimary || cur.St.Fenced:
 			return actRewind // left by a primary that was not demoted cleanly
+		case cur.Diverged && !cur.Running:
+			return actRewind // past the fork of its upstream's timeline
 		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot:
 			return actNone
 		case cur.Running && cur.Upstream == spec.Upstream:

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,6 +21,31 @@ type server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit, valid after done
+	log  *logTail      // the end of its output, which also goes to the agent's
+}
+
+// divergedMessages are how the server refuses to start as a standby whose
+// data went past the point where the timeline it must follow forked off
+// (PostgreSQL's xlogrecovery.c): it cannot recover from that by itself,
+// and only a rewind (or a new clone) can. A standby gets there when it
+// replayed more of a failed primary's WAL than the standby promoted in its
+// place received, and fetched the new timeline's history before it
+// restarted.
+var divergedMessages = []string{
+	"is not a child of this server's history",
+	"does not contain minimum recovery point",
+}
+
+// diverged reports whether the exited server refused to start for a
+// reason in divergedMessages.
+func (s *server) diverged() bool {
+	out := s.log.String()
+	for _, m := range divergedMessages {
+		if strings.Contains(out, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // pgVersionFile marks a data directory that holds a database.
@@ -90,12 +117,13 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	}
 	args = append(args, "-c", "primary_conninfo="+conninfo, "-c", "primary_slot_name="+slot)
 	cmd := exec.Command(a.cfg.Entrypoint[0], args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	tail := &logTail{max: 8 << 10}
+	cmd.Stdout, cmd.Stderr = os.Stdout, io.MultiWriter(os.Stderr, tail)
 	cmd.Env = append(os.Environ(), "PGDATA="+a.cfg.PGData, "DBKEEPER_SOCKET_DIR="+a.cfg.SocketDir)
 	if err := a.procs.start(cmd); err != nil {
 		return fmt.Errorf("starting %s: %w", a.cfg.Entrypoint[0], err)
 	}
-	srv := &server{cmd: cmd, done: make(chan struct{})}
+	srv := &server{cmd: cmd, done: make(chan struct{}), log: tail}
 	go func() {
 		srv.err = a.procs.wait(cmd)
 		close(srv.done)
@@ -122,7 +150,7 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	for time.Now().Before(deadline) {
 		select {
 		case <-srv.done:
-			return &StartError{Err: srv.err}
+			return &StartError{Err: srv.err, Diverged: srv.diverged()}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -254,13 +282,38 @@ func (a *Agent) basebackup(ctx context.Context, upstream, slot string) error {
 	return nil
 }
 
-// rewind runs pg_rewind against upstream on the stopped PGDATA.
+// rewind runs pg_rewind against upstream on the stopped PGDATA and returns
+// what it printed (it reports its progress, and "no rewind required", on
+// its standard error).
 func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
 	if err := a.writePassfile(); err != nil {
 		return "", err
 	}
 	src := a.conninfo(upstream, a.cfg.User, "dbname=postgres")
-	return a.procs.output(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
+	return a.procs.combinedOutput(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
+}
+
+// logTail keeps the last max bytes written to it.
+type logTail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *logTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *logTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // StartError is a server that exited before it accepted connections: a
@@ -274,9 +327,18 @@ func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
 // a crash loop behind a pod that is only not ready.
 type StartError struct {
 	Err error
+	// Diverged is true when the server refused to start as a standby
+	// that went past its new timeline's fork (divergedMessages): that is
+	// repaired by a rewind from the upstream, not reported as a crash loop.
+	Diverged bool
 }
 
-func (e *StartError) Error() string { return "the server exited at its start: " + e.Err.Error() }
+func (e *StartError) Error() string {
+	if e.Diverged {
+		return "the server refused to start: its data went past the point where the timeline of its upstream forked off (" + e.Err.Error() + "); it needs a rewind"
+	}
+	return "the server exited at its start: " + e.Err.Error()
+}
 
 func (e *StartError) Unwrap() error { return e.Err }
 

@@ -49,16 +49,33 @@ func (p *procs) wait(cmd *exec.Cmd) error {
 // output runs a tool to its end and returns its standard output; its
 // standard error is kept in the error.
 func (p *procs) output(ctx context.Context, env []string, name string, args ...string) (string, error) {
+	return p.run(ctx, env, false, name, args...)
+}
+
+// combinedOutput runs a tool to its end and returns its standard output
+// and error together, as the tool interleaved them; on failure they are
+// also in the error.
+func (p *procs) combinedOutput(ctx context.Context, env []string, name string, args ...string) (string, error) {
+	return p.run(ctx, env, true, name, args...)
+}
+
+func (p *procs) run(ctx context.Context, env []string, combined bool, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if combined {
+		cmd.Stderr = &out
+	}
 	cmd.WaitDelay = 5 * time.Second
 	if err := p.start(cmd); err != nil {
 		return "", err
 	}
 	if err := p.wait(cmd); err != nil {
 		msg := strings.TrimSpace(errb.String())
+		if combined {
+			msg = strings.TrimSpace(out.String())
+		}
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 && len(msg) > 2000 {
 			msg = msg[i+1:]
 		}

@@ -1,0 +1,27 @@
+package instance
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLogTailKeepsTheEnd(t *testing.T) {
+	tail := &logTail{max: 16}
+	for _, w := range []string{"FATAL:  requested ", "timeline 2 is not a child", " of this server's history\n"} {
+		if n, err := tail.Write([]byte(w)); n != len(w) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	if got, want := tail.String(), "erver's history\n"; got != want {
+		t.Errorf("tail = %q, want the last 16 bytes %q", got, want)
+	}
+	srv := &server{log: &logTail{max: 8 << 10}}
+	_, _ = srv.log.Write([]byte(strings.Repeat("LOG:  noise\n", 1000) +
+		"FATAL:  requested timeline 2 does not contain minimum recovery point 0/5000000 on timeline 1\n"))
+	if !srv.diverged() {
+		t.Errorf("a server that refused its minimum recovery point is not seen as diverged")
+	}
+	if (&server{log: &logTail{max: 64}}).diverged() {
+		t.Errorf("a server with no output is seen as diverged")
+	}
+}
