@@ -254,6 +254,21 @@ func (c *cluster) kill(i int) {
 	})
 }
 
+// stop sends ordinal i's agent SIGTERM, as the kubelet stopping a pod,
+// and waits for it to exit.
+func (c *cluster) stop(i int) *agentProc {
+	c.t.Helper()
+	p := c.agents[i]
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		c.t.Fatalf("db-%d's agent did not exit within 20 s of SIGTERM", i)
+	}
+	delete(c.agents, i)
+	return p
+}
+
 // cleanup stops every agent gracefully, then kills what is left by PID.
 func (c *cluster) cleanup() {
 	if c.t.Failed() {
@@ -623,15 +638,8 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	if !alive(pm) {
 		t.Fatalf("db-1's postmaster.pid names no running server (pid %d)", pm)
 	}
-	p := c.agents[1]
 	stopStart := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("db-1's agent did not exit within 20 s of SIGTERM")
-	}
-	delete(c.agents, 1)
+	p := c.stop(1)
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 || alive(pm) {
 		t.Errorf("after SIGTERM the agent exited with %d, its server (pid %d) alive: %v", code, pm, alive(pm))
 	}
@@ -706,14 +714,7 @@ func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
 
 	// db-2 stops cleanly and comes back following db-1, with timeline 2's
 	// history in its pg_wal, as if it had fetched it from db-1.
-	p := c.agents[2]
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("db-2's agent did not exit within 20 s of SIGTERM")
-	}
-	delete(c.agents, 2)
+	c.stop(2)
 	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
 	if err != nil {
 		t.Fatal(err)
