@@ -14,9 +14,18 @@
 //   - secret.go, services.go, statefulset.go: one file per kind of child,
 //     each returning what it observed.
 //   - pods.go: the pods' problems, and which pod events matter.
-//   - replication.go, replication_observe.go, replication_memory.go,
-//     replication_status.go: the roles of a replicated postgres Database's
-//     pods (primary, standbys, switchover, failover) through their agents.
+//   - replication.go: the roles of a replicated postgres Database's pods
+//     through their agents, one decision per reconcile; a single server's
+//     pod labelled primary.
+//   - replication_change.go: a change of primary: failover, switchover,
+//     promotion.
+//   - replication_agents.go: the steady state: each agent's spec, the
+//     primary's lease and slots, the role labels.
+//   - replication_observe.go, replication_memory.go, replication_status.go:
+//     what the agents report, what the controller remembers between
+//     reconciles, and the instances and conditions in the status.
+//   - rollout.go: the rolling update's partition, so that the primary
+//     restarts last.
 //   - observation.go, status.go, conditions.go: what a reconcile observed,
 //     and the status computed from it alone by pure functions.
 //   - status_writer.go: the one status write per reconcile, made only when

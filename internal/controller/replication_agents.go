@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// steady keeps every agent on its role: the primary with its standbys'
+// slots and a renewed lease, every standby streaming from it.
+func (run *replicationRun) steady(ctx context.Context) {
+	primary := run.out.currentPrimary
+	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
+	run.relabel(ctx, primary)
+	if p := run.byName[primary]; p != nil && p.answered() && p.pod.DeletionTimestamp == nil {
+		if st := run.apply(ctx, p, run.primarySpec(p)); st != nil {
+			p.status = st
+		}
+		// The attempt ended now: the lease the agent started when it read
+		// the request can only end before now + leaseTTL.
+		run.mem.lease.RenewedAt = run.r.now()
+	}
+	for _, m := range run.members {
+		if m.name() == primary || !m.answered() || m.pod.DeletionTimestamp != nil || m.ordinal >= max(replicas, ordinalOf(primary)+1) {
+			continue
+		}
+		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal)}
+		if m.status.Spec == nil || !specEqual(*m.status.Spec, want) {
+			if st := run.apply(ctx, m, want); st != nil {
+				m.status = st
+			}
+		}
+	}
+}
+
+// primarySpec is the spec of the primary p: a slot for every other ordinal
+// the StatefulSet keeps, and a lease when it has standbys.
+func (run *replicationRun) primarySpec(p *member) instance.Spec {
+	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), p.ordinal+1)
+	spec := instance.Spec{Role: instance.RolePrimary}
+	for i := range replicas {
+		if i != p.ordinal {
+			spec.Slots = append(spec.Slots, replication.SlotName(i))
+		}
+	}
+	if len(spec.Slots) > 0 {
+		spec.LeaseSeconds = int32(leaseTTL / time.Second)
+	}
+	return spec
+}
+
+// apply sends an agent its spec; a failure is reported on the instance and
+// retried at the next reconcile.
+func (run *replicationRun) apply(ctx context.Context, m *member, spec instance.Spec) *instance.Status {
+	if m.status == nil || m.status.Spec == nil || !specEqual(*m.status.Spec, spec) {
+		// A change of what the server should be, not a lease renewal.
+		log.FromContext(ctx).Info("sending an instance its spec", "pod", m.name(), "role", spec.Role, "upstream", spec.Upstream, "slot", spec.Slot)
+	}
+	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
+	defer cancel()
+	st, err := run.r.Agents.Apply(ctx, m.pod.Status.PodIP, run.token, spec)
+	if err != nil {
+		m.agentErr = fmt.Errorf("sending the %s spec: %w", spec.Role, err)
+		return nil
+	}
+	return st
+}
+
+// relabel sets the role labels so that primary is the only pod labelled
+// primary; with primary "" it only takes the label off the old primary.
+func (run *replicationRun) relabel(ctx context.Context, primary string) {
+	var instances []replication.Instance
+	for _, m := range run.members {
+		if m.pod.DeletionTimestamp == nil {
+			instances = append(instances, replication.Instance{Name: m.name(), Ordinal: m.ordinal, Role: replication.Role(m.pod.Labels[replication.RoleLabel])})
+		}
+	}
+	changes := replication.Relabel(primary, instances)
+	if primary == "" {
+		changes = slices.DeleteFunc(changes, func(c replication.LabelChange) bool { return c.From != replication.RolePrimary })
+	}
+	for _, c := range changes {
+		m := run.byName[c.Pod]
+		if err := run.r.setRole(ctx, m.pod, c.To); err != nil {
+			// Stop: a later change must not make two pods primary.
+			m.agentErr = err
+			return
+		}
+	}
+}
+
+// event records an Event on the Database.
+func (run *replicationRun) event(eventType, reason, format string, args ...any) {
+	run.r.Recorder.Eventf(run.s.db, nil, eventType, reason, "Replication", format, args...)
+}
+
+// specEqual reports whether two agent specs ask for the same thing.
+func specEqual(a, b instance.Spec) bool {
+	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot &&
+		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots)
+}

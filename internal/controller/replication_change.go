@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// failover decides whether the primary must be replaced and takes the step
+// the decision allows. inProgress is true when an earlier reconcile began
+// a failover (recorded as status.targetPrimary) at started: a pod that
+// replaced the old primary since must not get its role back.
+func (run *replicationRun) failover(ctx context.Context, inProgress bool, started time.Time) {
+	out := &run.out
+	policy := run.policy()
+	c := run.cluster
+	if inProgress {
+		for i := range c.Instances {
+			if in := &c.Instances[i]; in.Name == c.Primary && !in.Ready {
+				in.ReadyChanged = minTime(in.ReadyChanged, started.Add(-policy.Timeout))
+			}
+		}
+	}
+	d := replication.DecideFailover(c, run.mem.lease, policy, run.now)
+	if tp := out.targetPrimary; inProgress && d.Candidate != "" && d.Candidate != tp && !c.Ahead(d.Candidate, tp) {
+		// Keep the candidate chosen first while it may still be promoted
+		// and no other standby reports more WAL: a standby detached since
+		// may report a little less than it holds until it replays it.
+		only := c
+		only.Instances = slices.DeleteFunc(slices.Clone(c.Instances), func(in replication.Instance) bool {
+			return in.Name != c.Primary && in.Name != tp
+		})
+		if kept := replication.DecideFailover(only, run.mem.lease, policy, run.now); kept.Candidate == tp {
+			d = kept
+		}
+	}
+	switch d.Action {
+	case replication.FailoverNone, replication.FailoverWait:
+		if inProgress {
+			run.event(corev1.EventTypeNormal, "FailoverAbandoned", "the primary %s is back before %s was promoted: it stays the primary", c.Primary, out.targetPrimary)
+			out.targetPrimary = ""
+		}
+		if d.Action == replication.FailoverWait {
+			out.requeueAfter = untilOr(d.RecheckAt, run.now, leaseRenewPeriod)
+		}
+		run.steady(ctx)
+		run.switchover()
+	case replication.FailoverBlocked:
+		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
+		out.targetPrimary = ""
+		run.steady(ctx)
+	case replication.FailoverFence, replication.FailoverPromote:
+		if out.targetPrimary != d.Candidate {
+			run.event(corev1.EventTypeWarning, "Failover", "%s", d.Reason)
+		}
+		out.targetPrimary = d.Candidate
+		out.change = &problem{dbv1.ReasonFailover, fmt.Sprintf("failing over from %s to %s: %s", c.Primary, d.Candidate, d.Reason)}
+		out.requeueAfter = untilOr(d.RecheckAt, run.now, changeStepDelay)
+		run.relabel(ctx, "")
+		if old := run.byName[c.Primary]; old != nil && old.answered() && !old.status.Fenced {
+			run.apply(ctx, old, instance.Spec{Role: instance.RoleFenced})
+		}
+		detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(run.byName[d.Candidate].ordinal)}
+		if cand := run.byName[d.Candidate]; cand.answered() && (cand.status.Spec == nil || !specEqual(*cand.status.Spec, detach)) {
+			run.apply(ctx, cand, detach)
+		}
+		// The promotion waits until the target is recorded in the status,
+		// so that no later reconcile, of this process or another, can
+		// make the old primary writable again once a standby may have
+		// been promoted.
+		if d.Action == replication.FailoverPromote && run.s.db.Status.TargetPrimary == d.Candidate {
+			run.promote(ctx, run.byName[d.Candidate])
+		}
+	}
+}
+
+// switchover starts a planned change of primary when spec.primary names
+// another pod, or when a scale-down removes the primary's ordinal.
+func (run *replicationRun) switchover() {
+	out := &run.out
+	if out.targetPrimary != "" {
+		return
+	}
+	target := run.db.Spec.Primary
+	// Not the StatefulSet's replicas, which holdPrimary keeps up to the
+	// primary's ordinal until this switchover moved it.
+	replicas := int(run.s.wantReplicas)
+	if live := run.s.obs.statefulSet.live; target == "" && live != nil && rolling(live) && live.Status.UpdatedReplicas == 0 &&
+		ordinalOf(out.currentPrimary) != 0 {
+		// A rolling change waits for the primary to move to ordinal 0,
+		// which the StatefulSet restarts last (holdRollout).
+		target = firstPod(run.db)
+	}
+	if target == "" && ordinalOf(out.currentPrimary) >= replicas {
+		plan, err := replication.ScaleDown(run.cluster, replicas, run.now.Add(-2*time.Second))
+		if err != nil {
+			out.change = &problem{dbv1.ReasonSwitchover, err.Error()}
+			return
+		}
+		target = plan.SwitchoverTo
+	}
+	if target == "" || target == out.currentPrimary {
+		return
+	}
+	primary := run.byName[out.currentPrimary]
+	if primary == nil || !primary.writable() {
+		out.change = &problem{dbv1.ReasonSwitchover, fmt.Sprintf("waiting to switch over from %s to %s: the primary is not running", out.currentPrimary, target)}
+		return
+	}
+	pair := replication.Cluster{Primary: out.currentPrimary, Timeline: run.cluster.Timeline}
+	for _, in := range run.cluster.Instances {
+		if in.Name == out.currentPrimary || in.Name == target {
+			pair.Instances = append(pair.Instances, in)
+		}
+	}
+	if _, err := replication.Candidate(pair, run.now.Add(-2*time.Second)); err != nil {
+		out.change = &problem{dbv1.ReasonSwitchover, fmt.Sprintf("waiting to switch over from %s to %s: %v", out.currentPrimary, target, err)}
+		return
+	}
+	run.event(corev1.EventTypeNormal, "Switchover", "switching over from %s to %s", out.currentPrimary, target)
+	out.targetPrimary = target
+	out.change = &problem{dbv1.ReasonSwitchover, fmt.Sprintf("switching over from %s to %s", out.currentPrimary, target)}
+	out.requeueAfter = changeStepDelay
+}
+
+// continueSwitchover takes the next step of the switchover recorded in the
+// status, started at started: demote the old primary (a fast shutdown,
+// whose WAL senders hand every record to the standbys), wait until the
+// target has received the old primary's shutdown checkpoint, promote it.
+// A switchover that cannot finish in switchoverTimeout is abandoned and
+// the old primary, which nobody replaced, made writable again.
+func (run *replicationRun) continueSwitchover(ctx context.Context, started time.Time) {
+	out := &run.out
+	from, to := out.currentPrimary, out.targetPrimary
+	old, target := run.byName[from], run.byName[to]
+	out.change = &problem{dbv1.ReasonSwitchover, fmt.Sprintf("switching over from %s to %s", from, to)}
+	out.requeueAfter = changeStepDelay
+
+	if run.now.Sub(started) > switchoverTimeout {
+		switch {
+		case old == nil || !old.answered():
+			// The old primary is gone: the failover rules take over from
+			// here, fencing it before anyone is promoted.
+			run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: %s stopped answering", from, to, from)
+			out.targetPrimary, out.change = "", nil
+			return
+		case target != nil && target.answered() && target.status.InRecovery &&
+			(target.status.Spec == nil || target.status.Spec.Role != instance.RolePrimary):
+			// The target was never told to promote: the old primary, which
+			// nobody replaced, is made writable again.
+			run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: it did not finish within %v; %s stays the primary", from, to, switchoverTimeout, from)
+			out.targetPrimary, out.change = "", nil
+			run.steady(ctx)
+			return
+		}
+		// The target may have been told to promote: never make the old
+		// primary writable again before it answers.
+	}
+	if old == nil || !old.answered() || target == nil || !target.answered() {
+		return
+	}
+	run.relabel(ctx, "")
+	demote := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, to), Slot: replication.SlotName(old.ordinal)}
+	if old.status.Spec == nil || !specEqual(*old.status.Spec, demote) {
+		run.apply(ctx, old, demote)
+		return
+	}
+	stopped, err := replication.ParseLSN(old.status.StoppedLSN)
+	if err != nil || old.status.StoppedLSN == "" {
+		return // the demotion is under way
+	}
+	received, _ := replication.ParseLSN(target.status.ReceiveLSN)
+	if received <= stopped {
+		out.change.message += fmt.Sprintf(": %s has received up to %s, waiting for %s", to, received, stopped)
+		return
+	}
+	run.promote(ctx, target)
+}
+
+// completeChange records that the target of a switchover or failover was
+// promoted.
+func (run *replicationRun) completeChange(ctx context.Context, target *member) {
+	out := &run.out
+	run.event(corev1.EventTypeNormal, "Promoted", "%s is the primary (was %s)", target.name(), out.currentPrimary)
+	out.currentPrimary, out.targetPrimary = target.name(), ""
+	run.mem.lease.RenewedAt = run.now
+	run.relabel(ctx, target.name())
+}
+
+// promote makes the target writable, with the slots of the standbys it will
+// stream to, and, when it answers writable, records it as the primary.
+func (run *replicationRun) promote(ctx context.Context, target *member) {
+	if target == nil || !target.answered() {
+		return
+	}
+	if st := run.apply(ctx, target, run.primarySpec(target)); st != nil && st.Phase == instance.PhaseRunning && !st.InRecovery {
+		target.status = st
+		run.completeChange(ctx, target)
+	}
+}
