@@ -21,7 +21,15 @@ func TestLogTailKeepsTheEnd(t *testing.T) {
 	if !srv.diverged() {
 		t.Errorf("a server that refused its minimum recovery point is not seen as diverged")
 	}
-	if (&server{log: &logTail{max: 64}}).diverged() {
-		t.Errorf("a server with no output is seen as diverged")
+	for _, out := range []string{
+		"",
+		`FATAL:  password authentication failed for user "requested timeline 2 is not a child of this server's history"`,
+		"LOG:  new timeline 2 forked off current database system timeline 1 before current recovery point 0/5000000",
+	} {
+		srv := &server{log: &logTail{max: 8 << 10}}
+		_, _ = srv.log.Write([]byte(out))
+		if srv.diverged() {
+			t.Errorf("a server whose output is %q is seen as diverged", out)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,29 +25,21 @@ type server struct {
 	log  *logTail      // the end of its output, which also goes to the agent's
 }
 
-// divergedMessages are how the server refuses to start as a standby whose
+// divergedRefusal is how the server refuses to start as a standby whose
 // data went past the point where the timeline it must follow forked off
-// (PostgreSQL's xlogrecovery.c): it cannot recover from that by itself,
-// and only a rewind (or a new clone) can. A standby gets there when it
-// replayed more of a failed primary's WAL than the standby promoted in its
-// place received, and fetched the new timeline's history before it
-// restarted.
-var divergedMessages = []string{
-	"is not a child of this server's history",
-	"does not contain minimum recovery point",
-}
+// (PostgreSQL's xlogrecovery.c: "requested timeline N is not a child of
+// this server's history", or "... does not contain minimum recovery
+// point"): it cannot recover from that by itself, and only a rewind (or a
+// new clone) can. A standby gets there when it replayed more of a failed
+// primary's WAL than the standby promoted in its place received, and
+// fetched the new timeline's history before it restarted. The message
+// must follow "FATAL:" directly, so that no text a client can put in the
+// log (a user name in a failed login) passes for it.
+var divergedRefusal = regexp.MustCompile(`FATAL:\s+requested timeline \d+ (is not a child of this server's history|does not contain minimum recovery point)`)
 
-// diverged reports whether the exited server refused to start for a
-// reason in divergedMessages.
-func (s *server) diverged() bool {
-	out := s.log.String()
-	for _, m := range divergedMessages {
-		if strings.Contains(out, m) {
-			return true
-		}
-	}
-	return false
-}
+// diverged reports whether the exited server refused to start as
+// divergedRefusal says.
+func (s *server) diverged() bool { return divergedRefusal.MatchString(s.log.String()) }
 
 // pgVersionFile marks a data directory that holds a database.
 func (a *Agent) haveData() bool {
