@@ -383,6 +383,12 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 		if spec.Role == RolePrimary {
 			return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
 		}
+		a.mu.Lock()
+		diverged := a.diverged
+		a.mu.Unlock()
+		if diverged {
+			return errors.New("the server refused to start past the fork of its upstream's timeline: send a replica Spec with an upstream to rewind it from")
+		}
 		return nil
 	case actFence:
 		return a.fence("the Spec says fenced")

@@ -735,6 +735,14 @@ func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
 		}
 		return nil
 	})
+	// Detached, it has no upstream to rewind from: it waits, and says why.
+	c.apply(2, instance.Spec{Role: instance.RoleReplica})
+	c.waitFor("db-2 to wait for an upstream", 10*time.Second, func() error {
+		if st := c.status(2); st.Phase != instance.PhaseStopped || !strings.Contains(st.Error, "send a replica Spec with an upstream to rewind it from") {
+			return fmt.Errorf("phase %s, error %q", st.Phase, st.Error)
+		}
+		return nil
+	})
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2})
 	c.waitFor("db-2 rewound and streaming from db-1 with row 2000", 60*time.Second, func() error {
 		select {

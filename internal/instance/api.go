@@ -135,7 +135,9 @@ const (
 	// PhaseRunning means the server is up.
 	PhaseRunning Phase = "Running"
 	// PhaseStopped means the server is down and the agent is about to start it,
-	// or waits for a Spec (a former primary that was not demoted cleanly).
+	// or waits for a Spec (a former primary that was not demoted cleanly, a
+	// standby whose server refused to start past its upstream's fork: see
+	// Status.Error).
 	PhaseStopped Phase = "Stopped"
 	// PhaseFenced means the server is down and stays down.
 	PhaseFenced Phase = "Fenced"
