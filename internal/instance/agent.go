@@ -194,6 +194,12 @@ func (a *Agent) phaseIs(p Phase) bool {
 	return a.phase == p
 }
 
+func (a *Agent) isDiverged() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.diverged
+}
+
 func (a *Agent) saveState() error {
 	a.mu.Lock()
 	st := a.st
@@ -383,10 +389,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 		if spec.Role == RolePrimary {
 			return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
 		}
-		a.mu.Lock()
-		diverged := a.diverged
-		a.mu.Unlock()
-		if diverged {
+		if a.isDiverged() {
 			return errors.New("the server refused to start past the fork of its upstream's timeline: send a replica Spec with an upstream to rewind it from")
 		}
 		return nil
@@ -480,9 +483,7 @@ func (a *Agent) demote(ctx context.Context, spec Spec) error {
 func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 	a.stopServer(30 * time.Second)
 	a.setPhase(PhaseRewinding)
-	a.mu.Lock()
-	diverged := a.diverged
-	a.mu.Unlock()
+	diverged := a.isDiverged()
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.rewind(ctx, spec.Upstream)
 	if err == nil && diverged && strings.Contains(out, "no rewind required") {

@@ -149,7 +149,7 @@ func decide(cur current, spec Spec) action {
 			return actDemote // a switchover: clean, no rewind needed
 		case cur.St.Role == RolePrimary || cur.St.Fenced:
 			return actRewind // left by a primary that was not demoted cleanly
-		case cur.Diverged && !cur.Running:
+		case cur.Diverged:
 			return actRewind // past the fork of its upstream's timeline
 		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot:
 			return actNone

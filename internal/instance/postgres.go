@@ -321,7 +321,7 @@ func (t *logTail) String() string {
 type StartError struct {
 	Err error
 	// Diverged is true when the server refused to start as a standby
-	// that went past its new timeline's fork (divergedMessages): that is
+	// that went past its new timeline's fork (divergedRefusal): that is
 	// repaired by a rewind from the upstream, not reported as a crash loop.
 	Diverged bool
 }

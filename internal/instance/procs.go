@@ -63,19 +63,17 @@ func (p *procs) run(ctx context.Context, env []string, combined bool, name strin
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	report := &errb // what a failure's error quotes
 	if combined {
-		cmd.Stderr = &out
+		report = &out
 	}
+	cmd.Stdout, cmd.Stderr = &out, report
 	cmd.WaitDelay = 5 * time.Second
 	if err := p.start(cmd); err != nil {
 		return "", err
 	}
 	if err := p.wait(cmd); err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if combined {
-			msg = strings.TrimSpace(out.String())
-		}
+		msg := strings.TrimSpace(report.String())
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 && len(msg) > 2000 {
 			msg = msg[i+1:]
 		}
