@@ -33,7 +33,24 @@ const replicated = "ledger"
 // the network is back; scaling 3 → 1 → 3 keeps the rows.
 func (s *suite) testReplication(t *testing.T) {
 	const name = replicated
-	t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	// Each step logs the pods when it fails, at that moment (a later step
+	// replaces them); the whole test logs them only for a failure of its
+	// own, before any step.
+	stepFailed := false
+	t.Cleanup(func() {
+		if !stepFailed {
+			s.dumpReplicationOnFailure(t)
+		}
+	})
+	step := func(title string, f func(t *testing.T)) {
+		t.Run(title, func(t *testing.T) {
+			t.Cleanup(func() {
+				stepFailed = stepFailed || t.Failed()
+				s.dumpReplicationOnFailure(t)
+			})
+			f(t)
+		})
+	}
 	// The replication tools (pg_basebackup, pg_rewind) of the postgres 15
 	// image are of the server's own version (docs/images.md).
 	image := s.image("dbkeeper.local/postgres:15.")
@@ -59,8 +76,7 @@ func (s *suite) testReplication(t *testing.T) {
 		t.Errorf("an INSERT through %s-ro: %v, want refused as read-only", name, err)
 	}
 
-	t.Run("switchover loses no acknowledged row", func(t *testing.T) {
-		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	step("switchover loses no acknowledged row", func(t *testing.T) {
 		w := startWriter(t, rw, 0)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -75,8 +91,7 @@ func (s *suite) testReplication(t *testing.T) {
 		s.checkRoles(t, name+"-1")
 	})
 
-	t.Run("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
-		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	step("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
 		// With spec.primary left at the old primary, dbkeeper would switch
 		// back to it once it streams again (docs/replication.md §7).
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
@@ -100,8 +115,7 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 	})
 
-	t.Run("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
-		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	step("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
 		primary := s.primaryOf(t)
 		w := startWriter(t, rw, 200000)
 		time.Sleep(2 * time.Second)
@@ -119,8 +133,7 @@ func (s *suite) testReplication(t *testing.T) {
 		s.checkRoles(t, s.primaryOf(t))
 	})
 
-	t.Run("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
-		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	step("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
 		// The primary off ordinal 0: the change waits for a switchover to
 		// ordinal 0, which the StatefulSet restarts last.
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-2"}}`)
@@ -175,8 +188,7 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 	})
 
-	t.Run("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
-		t.Cleanup(func() { s.dumpReplicationOnFailure(t) })
+	step("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
 		before, err := rw.total()
 		if err != nil {
 			t.Fatal(err)
