@@ -250,9 +250,27 @@ type DatabaseStatus struct {
 	CurrentPrimary string `json:"currentPrimary,omitempty"`
 
 	// targetPrimary is the pod being promoted during a switchover or a
-	// failover; empty otherwise.
+	// failover; empty otherwise. Once term is greater than primaryTerm the
+	// change is committed to it: no other pod is made primary, and the old
+	// primary is not made writable again, until targetPrimary has become
+	// the primary or is proven stopped.
 	// +optional
 	TargetPrimary string `json:"targetPrimary,omitempty"`
+
+	// term is the fencing term: raised, and written here, before a change
+	// of primary sends its target a primary spec, and carried by every
+	// request to the instance agents, which refuse a request of a lower
+	// term than the highest they have seen. It never decreases.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="the fencing term may not decrease"
+	Term int64 `json:"term,omitempty"`
+
+	// primaryTerm is the term in which currentPrimary was made the
+	// primary.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PrimaryTerm int64 `json:"primaryTerm,omitempty"`
 
 	// instances report each pod of a replicated Database: its role, whether
 	// it is ready, and how far behind the primary it is.

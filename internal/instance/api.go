@@ -109,6 +109,19 @@ type Spec struct {
 	// and not every slot's standby has replied within the last
 	// ExemptReplyWindow, the agent fences itself.
 	LeaseSeconds int32 `json:"leaseSeconds,omitempty"`
+	// Term is the fencing term of the operator's decision this Spec carries
+	// (the Database's status.term). The agent refuses a Spec of a lower
+	// term than the highest it has seen (HTTP 409, ErrStaleTerm), which it
+	// keeps on the data volume; a server fenced in term T is made a
+	// primary again only by a primary Spec of a term above T. A late or
+	// duplicated request can therefore never re-arm a fenced primary.
+	Term int64 `json:"term,omitempty"`
+	// Reclone authorises the agent, once per distinct value, to replace
+	// its data directory with a new clone of Upstream when it cannot
+	// follow Upstream for a reason that is not a proven fork (Status.Stuck).
+	// The operator copies it from the Database's annotation
+	// dbkeeper.io/reclone (value "<pod>=<nonce>"). Empty: no permission.
+	Reclone string `json:"reclone,omitempty"`
 }
 
 // SlotPrefix marks the replication slots the operator owns.
@@ -188,6 +201,60 @@ type Status struct {
 	// Error is the last failure of converging on the Spec, "" after a
 	// success.
 	Error string `json:"error,omitempty"`
+	// Term is the highest fencing term the agent has seen (persisted).
+	Term int64 `json:"term"`
+	// Stuck is set while replication cannot progress for a reason a human
+	// must fix; nil otherwise.
+	Stuck *Stuck `json:"stuck,omitempty"`
+	// Discarded is the WAL range the agent's last automatic re-clone after
+	// a proven fork discarded; nil when there was none since it started.
+	Discarded *Discarded `json:"discarded,omitempty"`
+}
+
+// StuckReason classifies why a standby cannot progress without a human.
+type StuckReason string
+
+const (
+	// StuckIncompatibleVersion: the upstream's server version differs from
+	// the agent's tools (pg_basebackup: incompatible server version).
+	StuckIncompatibleVersion StuckReason = "IncompatibleVersion"
+	// StuckAuthentication: the upstream refused the replication login.
+	StuckAuthentication StuckReason = "AuthenticationFailed"
+	// StuckSlotInvalidated: the standby's slot on the upstream was
+	// invalidated (max_slot_wal_keep_size) or the WAL it needs is gone.
+	StuckSlotInvalidated StuckReason = "SlotInvalidated"
+	// StuckCloneFailed: cloning failed for another reason.
+	StuckCloneFailed StuckReason = "CloneFailed"
+	// StuckNotStreaming: the standby has not streamed from an upstream that
+	// answers as a primary for a while, and no fork is proven; the data
+	// directory is kept until a human authorises a re-clone (Spec.Reclone).
+	StuckNotStreaming StuckReason = "NotStreaming"
+	// StuckRewindFailed: pg_rewind failed and no fork is proven.
+	StuckRewindFailed StuckReason = "RewindFailed"
+)
+
+// Stuck is why replication cannot progress without a human.
+type Stuck struct {
+	// Reason classifies it.
+	Reason StuckReason `json:"reason"`
+	// Message is the agent's explanation with the server's or tool's
+	// message.
+	Message string `json:"message"`
+}
+
+// Discarded is the WAL an automatic re-clone after a proven fork threw
+// away: from the fork point on the standby's old timeline to how far it
+// had got.
+type Discarded struct {
+	// Timeline is the timeline the discarded WAL was on.
+	Timeline uint32 `json:"timeline"`
+	// From is the fork point: where the upstream's timeline history says
+	// the upstream left Timeline.
+	From string `json:"from"`
+	// To is how far the standby had got on Timeline.
+	To string `json:"to"`
+	// Upstream is the host it was cloned from again.
+	Upstream string `json:"upstream"`
 }
 
 // Standby is one operator-owned replication slot on a primary.
@@ -211,4 +278,8 @@ type Standby struct {
 	// ReplySecondsAgo is how long ago, by the agent's clock, the standby's
 	// last reply arrived (reply_time), nil when none.
 	ReplySecondsAgo *float64 `json:"replySecondsAgo,omitempty"`
+	// WALStatus is pg_replication_slots.wal_status: reserved, extended,
+	// unreserved or lost (the slot was invalidated by
+	// max_slot_wal_keep_size and its standby can never stream through it).
+	WALStatus string `json:"walStatus,omitempty"`
 }

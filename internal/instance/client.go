@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 )
+
+// ErrStaleTerm is the error of an Apply the agent refused because it has
+// seen a higher fencing term than the Spec's (HTTP 409).
+var ErrStaleTerm = errors.New("the agent has seen a higher fencing term")
 
 // Client calls instance agents. It is safe for concurrent use.
 type Client struct {
@@ -50,6 +55,9 @@ func (c *Client) do(ctx context.Context, method, podIP, path, token string, body
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode == http.StatusConflict {
+		return nil, fmt.Errorf("%s %s: %w: %s", method, path, ErrStaleTerm, bytes.TrimSpace(data))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
