@@ -44,6 +44,10 @@ type replicationObservation struct {
 	replicated bool
 	// currentPrimary and targetPrimary are the status fields to write.
 	currentPrimary, targetPrimary string
+	// term and primaryTerm are status.term and status.primaryTerm to
+	// write: term is raised to commit a change of primary to its target
+	// (replication_commit.go), primaryTerm follows when it completes.
+	term, primaryTerm int64
 	// instances are the pods as reported in status.instances.
 	instances []dbv1.InstanceStatus
 	// ready, reason and message are the ReplicationReady condition.
@@ -98,6 +102,8 @@ func (r *DatabaseReconciler) reconcileReplication(ctx context.Context, s *scope)
 		replicated:     true,
 		currentPrimary: s.db.Status.CurrentPrimary,
 		targetPrimary:  s.db.Status.TargetPrimary,
+		term:           s.db.Status.Term,
+		primaryTerm:    s.db.Status.PrimaryTerm,
 		requeueAfter:   leaseRenewPeriod,
 	}
 	token, err := r.agentToken(ctx, db)
@@ -170,13 +176,19 @@ func (run *replicationRun) decide(ctx context.Context) {
 		}
 		out.currentPrimary = m.name()
 	}
-	if t := run.byName[out.targetPrimary]; out.targetPrimary != "" && t != nil && t.writable() {
+	if t := run.byName[out.targetPrimary]; out.targetPrimary != "" && t != nil && t.writable() && t.status.Term >= run.term() {
 		run.completeChange(ctx, t)
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
 
 	inProgress := meta.FindStatusCondition(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver)
 	switch {
+	case run.committed():
+		run.continuePromotion(ctx)
+	case run.toldToPromote():
+		// A target told to promote by an operator from before fencing
+		// terms: the change is committed to it now.
+		run.commit(ctx, out.targetPrimary, "it was told to promote before this change was committed")
 	case out.targetPrimary != "" && meta.IsStatusConditionTrue(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver) &&
 		inProgress.Reason == dbv1.ReasonSwitchover:
 		run.continueSwitchover(ctx, inProgress.LastTransitionTime.Time)

@@ -31,7 +31,7 @@ func (run *replicationRun) steady(ctx context.Context) {
 		if m.name() == primary || !m.answered() || m.pod.DeletionTimestamp != nil || m.ordinal >= max(replicas, ordinalOf(primary)+1) {
 			continue
 		}
-		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal)}
+		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal), Term: run.term()}
 		if m.status.Spec == nil || !specEqual(*m.status.Spec, want) {
 			if st := run.apply(ctx, m, want); st != nil {
 				m.status = st
@@ -44,7 +44,7 @@ func (run *replicationRun) steady(ctx context.Context) {
 // the StatefulSet keeps, and a lease when it has standbys.
 func (run *replicationRun) primarySpec(p *member) instance.Spec {
 	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), p.ordinal+1)
-	spec := instance.Spec{Role: instance.RolePrimary}
+	spec := instance.Spec{Role: instance.RolePrimary, Term: run.term()}
 	for i := range replicas {
 		if i != p.ordinal {
 			spec.Slots = append(spec.Slots, replication.SlotName(i))
@@ -104,5 +104,5 @@ func (run *replicationRun) event(eventType, reason, format string, args ...any) 
 // specEqual reports whether two agent specs ask for the same thing.
 func specEqual(a, b instance.Spec) bool {
 	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot &&
-		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots)
+		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term
 }

@@ -55,6 +55,13 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 	case replication.FailoverBlocked:
 		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
 		out.targetPrimary = ""
+		if old := run.byName[c.Primary]; old != nil && old.answered() && old.status.Fenced && old.status.Phase == instance.PhaseFenced {
+			// No standby can take over and the primary fenced itself (its
+			// lease ran out while nobody renewed it): only a new term makes
+			// it writable again.
+			run.commit(ctx, c.Primary, "no standby can be promoted, and "+c.Primary+" is fenced: making it the primary again")
+			return
+		}
 		run.steady(ctx)
 	case replication.FailoverFence, replication.FailoverPromote:
 		if out.targetPrimary != d.Candidate {
@@ -65,18 +72,19 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		out.requeueAfter = untilOr(d.RecheckAt, run.now, changeStepDelay)
 		run.relabel(ctx, "")
 		if old := run.byName[c.Primary]; old != nil && old.answered() && !old.status.Fenced {
-			run.apply(ctx, old, instance.Spec{Role: instance.RoleFenced})
+			// Fenced in the current term: no primary spec of this term,
+			// however late it arrives, makes it writable again.
+			run.apply(ctx, old, instance.Spec{Role: instance.RoleFenced, Term: run.term()})
 		}
-		detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(run.byName[d.Candidate].ordinal)}
+		detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(run.byName[d.Candidate].ordinal), Term: run.term()}
 		if cand := run.byName[d.Candidate]; cand.answered() && (cand.status.Spec == nil || !specEqual(*cand.status.Spec, detach)) {
 			run.apply(ctx, cand, detach)
 		}
-		// The promotion waits until the target is recorded in the status,
-		// so that no later reconcile, of this process or another, can
-		// make the old primary writable again once a standby may have
-		// been promoted.
+		// The promotion is committed once the candidate is recorded in the
+		// status; the primary spec goes out only after the commit is
+		// written (continuePromotion).
 		if d.Action == replication.FailoverPromote && run.s.db.Status.TargetPrimary == d.Candidate {
-			run.promote(ctx, run.byName[d.Candidate])
+			run.commit(ctx, d.Candidate, d.Reason)
 		}
 	}
 }
@@ -144,30 +152,25 @@ func (run *replicationRun) continueSwitchover(ctx context.Context, started time.
 	out.requeueAfter = changeStepDelay
 
 	if run.now.Sub(started) > switchoverTimeout {
-		switch {
-		case old == nil || !old.answered():
+		// Not committed, so the target was never told to promote.
+		if old == nil || !old.answered() {
 			// The old primary is gone: the failover rules take over from
 			// here, fencing it before anyone is promoted.
 			run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: %s stopped answering", from, to, from)
 			out.targetPrimary, out.change = "", nil
 			return
-		case target != nil && target.answered() && target.status.InRecovery &&
-			(target.status.Spec == nil || target.status.Spec.Role != instance.RolePrimary):
-			// The target was never told to promote: the old primary, which
-			// nobody replaced, is made writable again.
-			run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: it did not finish within %v; %s stays the primary", from, to, switchoverTimeout, from)
-			out.targetPrimary, out.change = "", nil
-			run.steady(ctx)
-			return
 		}
-		// The target may have been told to promote: never make the old
-		// primary writable again before it answers.
+		// The old primary, which nobody replaced, is made writable again.
+		run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: it did not finish within %v; %s stays the primary", from, to, switchoverTimeout, from)
+		out.targetPrimary, out.change = "", nil
+		run.steady(ctx)
+		return
 	}
 	if old == nil || !old.answered() || target == nil || !target.answered() {
 		return
 	}
 	run.relabel(ctx, "")
-	demote := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, to), Slot: replication.SlotName(old.ordinal)}
+	demote := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, to), Slot: replication.SlotName(old.ordinal), Term: run.term()}
 	if old.status.Spec == nil || !specEqual(*old.status.Spec, demote) {
 		run.apply(ctx, old, demote)
 		return
@@ -181,27 +184,5 @@ func (run *replicationRun) continueSwitchover(ctx context.Context, started time.
 		out.change.message += fmt.Sprintf(": %s has received up to %s, waiting for %s", to, received, stopped)
 		return
 	}
-	run.promote(ctx, target)
-}
-
-// completeChange records that the target of a switchover or failover was
-// promoted.
-func (run *replicationRun) completeChange(ctx context.Context, target *member) {
-	out := &run.out
-	run.event(corev1.EventTypeNormal, "Promoted", "%s is the primary (was %s)", target.name(), out.currentPrimary)
-	out.currentPrimary, out.targetPrimary = target.name(), ""
-	run.mem.lease.RenewedAt = run.now
-	run.relabel(ctx, target.name())
-}
-
-// promote makes the target writable, with the slots of the standbys it will
-// stream to, and, when it answers writable, records it as the primary.
-func (run *replicationRun) promote(ctx context.Context, target *member) {
-	if target == nil || !target.answered() {
-		return
-	}
-	if st := run.apply(ctx, target, run.primarySpec(target)); st != nil && st.Phase == instance.PhaseRunning && !st.InRecovery {
-		target.status = st
-		run.completeChange(ctx, target)
-	}
+	run.commit(ctx, to, fmt.Sprintf("%s has received everything %s wrote (up to %s)", to, from, stopped))
 }

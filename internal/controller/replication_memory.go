@@ -18,6 +18,9 @@ type replicaMemory struct {
 	lease replication.Lease
 	// silentSince is, per pod, when its agent was first seen not answering.
 	silentSince map[string]time.Time
+	// stuckSince is when the target of a committed change of primary was
+	// first seen answering without running; zero while it runs.
+	stuckSince time.Time
 }
 
 // replicaMemories holds a replicaMemory per Database. The zero value is

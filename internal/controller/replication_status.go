@@ -134,6 +134,10 @@ func setReplicationStatus(status *dbv1.DatabaseStatus, obs observation) {
 		return // not looked at: keep what was reported
 	}
 	status.CurrentPrimary, status.TargetPrimary = rep.currentPrimary, rep.targetPrimary
+	// Neither term ever goes down (the CRD refuses it for term): a single
+	// server's observation carries none.
+	status.Term = max(status.Term, rep.term)
+	status.PrimaryTerm = max(status.PrimaryTerm, rep.primaryTerm)
 	status.Instances = rep.instances
 	if !rep.replicated {
 		meta.RemoveStatusCondition(&status.Conditions, dbv1.ConditionReplicationReady)

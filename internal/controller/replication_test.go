@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -43,6 +44,14 @@ type fakeServer struct {
 	streamedAt time.Time
 	// leaseUntil is when the primary lease the last spec granted runs out.
 	leaseUntil time.Time
+	// term is the highest fencing term the agent has seen, fencedTerm the
+	// term it was fenced in.
+	term, fencedTerm int64
+	// promoteTakes is how long a promotion takes: until promotedAt the
+	// server stays in recovery, following nobody (a standby replaying a
+	// backlog before pg_promote returns).
+	promoteTakes time.Duration
+	promotedAt   time.Time
 }
 
 // fakeAgents are the agents of a test, by pod IP.
@@ -86,10 +95,28 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 	if err != nil {
 		return nil, err
 	}
+	if spec.Term < s.term {
+		return nil, fmt.Errorf("PUT /spec: 409 Conflict: %w", instance.ErrStaleTerm)
+	}
+	s.term = spec.Term
 	s.applied = append(s.applied, spec)
 	s.spec = &spec
 	switch spec.Role {
 	case instance.RolePrimary:
+		if s.fenced && spec.Term <= s.fencedTerm {
+			break // only a primary spec of a later term undoes a fence
+		}
+		if s.inRecovery && s.promoteTakes > 0 {
+			if s.promotedAt.IsZero() {
+				s.promotedAt = f.now().Add(s.promoteTakes)
+				s.upstream, s.streaming = "", false
+			}
+			if f.now().Before(s.promotedAt) {
+				s.slots = spec.Slots
+				s.leaseUntil = f.now().Add(time.Duration(spec.LeaseSeconds) * time.Second)
+				break
+			}
+		}
 		if s.inRecovery || s.fenced {
 			s.timeline++
 		}
@@ -112,14 +139,14 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 		}
 		s.inRecovery, s.upstream, s.streaming = true, spec.Upstream, true
 	case instance.RoleFenced:
-		s.phase, s.fenced = instance.PhaseFenced, true
+		s.phase, s.fenced, s.fencedTerm = instance.PhaseFenced, true, s.term
 	}
 	return s.status(f.now()), nil
 }
 
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
-		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming}
+		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term}
 	switch {
 	case s.streaming:
 		st.LastStreamedSecondsAgo = ptr.To(0.0)
@@ -364,8 +391,19 @@ func TestReplicationSwitchoverPromotesOnlyAfterTheTargetReceivedEverything(t *te
 
 	f.agents.servers[f.ip(2)].streaming = true
 	f.now = f.now.Add(time.Second)
+	// The change is committed first: a new term is stored with the target,
+	// and nobody is told to promote before it is.
+	term := f.db.Status.Term
 	obs = f.reconcile()
-	if obs.currentPrimary != "orders-2" || obs.targetPrimary != "" {
+	if f.db.Status.Term != term+1 || f.db.Status.TargetPrimary != "orders-2" {
+		t.Fatalf("after the target caught up: term %d target %q, want term %d committed to orders-2", f.db.Status.Term, f.db.Status.TargetPrimary, term+1)
+	}
+	if got := f.writable(); len(got) != 0 {
+		t.Fatalf("promoted before the commit was stored: writable %v", got)
+	}
+	f.now = f.now.Add(time.Second)
+	obs = f.reconcile()
+	if obs.currentPrimary != "orders-2" || obs.targetPrimary != "" || f.db.Status.PrimaryTerm != term+1 {
 		t.Fatalf("after the target caught up: current %q target %q", obs.currentPrimary, obs.targetPrimary)
 	}
 	if got := f.writable(); fmt.Sprint(got) != "[2]" {
@@ -602,5 +640,119 @@ func TestASingleServerGrownBeforeItsPodExistsWaitsForOrdinalZero(t *testing.T) {
 	f.reconcile()
 	if got := f.roles(); fmt.Sprint(got) != "[primary replica replica]" {
 		t.Errorf("roles once the pods run = %v", got)
+	}
+}
+
+// TestReplicationFailoverWaitsForASlowPromotion is finding 1 of the
+// failover-safety issue: a candidate that takes seconds to promote reports
+// itself in recovery, following nobody. The controller must keep to it:
+// no second standby is told to promote, and the old primary is never told
+// to be a primary again, until the candidate is writable.
+func TestReplicationFailoverWaitsForASlowPromotion(t *testing.T) {
+	for _, pods := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d pods", pods), func(t *testing.T) {
+			f := newReplicationFixture(t)
+			if pods == 2 {
+				f.db.Spec.Replicas = ptr.To[int32](2)
+				delete(f.agents.servers, f.ip(2))
+				if err := f.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.db.Namespace, Name: "orders-2"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.reconcile()
+			f.reconcile()
+			for i := 1; i < pods; i++ {
+				f.agents.servers[f.ip(i)].promoteTakes = 8 * time.Second
+			}
+			// The primary's node is lost.
+			f.agents.servers[f.ip(0)].answers = false
+			for i := 1; i < pods; i++ {
+				f.agents.servers[f.ip(i)].streaming = false
+				f.agents.servers[f.ip(i)].streamedAt = f.now
+			}
+			f.setReady(0, false)
+			before := map[int]int{}
+			for i := range pods {
+				before[i] = len(f.agents.servers[f.ip(i)].applied)
+			}
+			old := f.agents.servers[f.ip(0)]
+			for range 240 {
+				f.now = f.now.Add(500 * time.Millisecond)
+				f.reconcile()
+				var told []int
+				for i := range pods {
+					for _, spec := range f.agents.servers[f.ip(i)].applied[before[i]:] {
+						if spec.Role == instance.RolePrimary {
+							told = append(told, i)
+							break
+						}
+					}
+				}
+				if len(told) > 1 || slices.Contains(told, 0) {
+					t.Fatalf("at %v, pods %v were sent a primary spec since the failover began", f.now, told)
+				}
+				if len(told) == 1 && !old.answers {
+					// While the candidate promotes, the old primary's agent
+					// answers again: its lease ran out and it fenced itself.
+					old.answers, old.fenced, old.phase, old.fencedTerm = true, true, instance.PhaseFenced, old.term
+				}
+				if f.db.Status.CurrentPrimary == "orders-0" && f.roles()[0] == "primary" && len(told) == 1 {
+					t.Fatalf("at %v, the fenced old primary is labelled primary while orders-%d promotes", f.now, told[0])
+				}
+				f.writable()
+			}
+			if f.db.Status.CurrentPrimary != "orders-1" || f.db.Status.TargetPrimary != "" {
+				t.Fatalf("after the slow promotion: current %q target %q", f.db.Status.CurrentPrimary, f.db.Status.TargetPrimary)
+			}
+			if got := f.writable(); fmt.Sprint(got) != "[1]" {
+				t.Errorf("writable = %v, want [1]", got)
+			}
+		})
+	}
+}
+
+// TestReplicationALatePrimarySpecCannotRearmAFencedPrimary is finding 3: a
+// lease renewal delivered after the old primary was fenced (the operator's
+// request timed out, or a deposed leader sent it) must not make it
+// writable again once a standby may be promoted.
+func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	late := *f.agents.servers[f.ip(0)].spec // a renewal still in flight
+	// The primary stops answering (its network is cut), then is fenced.
+	f.setReady(0, false)
+	f.agents.servers[f.ip(0)].answers = false
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].streaming = false
+		f.agents.servers[f.ip(i)].streamedAt = f.now
+	}
+	for range 120 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if f.db.Status.Term > f.db.Status.PrimaryTerm {
+			break
+		}
+	}
+	if f.db.Status.Term <= f.db.Status.PrimaryTerm {
+		t.Fatalf("no change of primary was committed: %+v", f.db.Status)
+	}
+	// Its agent answers again, fenced by its lease, and the late renewal
+	// arrives.
+	old := f.agents.servers[f.ip(0)]
+	old.answers, old.fenced, old.phase, old.fencedTerm = true, true, instance.PhaseFenced, old.term
+	if _, err := f.agents.Apply(context.Background(), f.ip(0), "token", late); err == nil && !old.fenced {
+		t.Fatalf("a late primary spec of term %d re-armed the fenced old primary", late.Term)
+	}
+	for range 20 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		f.writable()
+	}
+	if f.db.Status.CurrentPrimary == "orders-0" {
+		t.Fatalf("the old primary is the primary again: %+v", f.db.Status)
+	}
+	if old.spec.Role == instance.RolePrimary && !old.fenced {
+		t.Fatalf("the old primary was made writable: %+v", old.spec)
 	}
 }
