@@ -124,6 +124,61 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 	})
 
+	step("a slow promotion is followed by exactly one primary", func(t *testing.T) {
+		// Both standbys receive a large backlog of WAL without replaying
+		// it, then the primary is cut off: its replacement must replay the
+		// backlog before it accepts writes, and reports itself in recovery,
+		// following nobody, meanwhile (issue 21, finding 1).
+		old := s.primaryOf(t)
+		var standbys []string
+		for i := range 3 {
+			if pod := fmt.Sprintf("%s-%d", name, i); pod != old {
+				standbys = append(standbys, pod)
+			}
+		}
+		for _, pod := range standbys {
+			s.psqlIn(t, pod, "SELECT pg_wal_replay_pause()")
+		}
+		rw.exec(t, "CREATE TABLE backlog AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 600000) g")
+		rw.exec(t, "INSERT INTO ledger (n) VALUES (-4)")
+		end := s.psqlIn(t, old, "SELECT pg_current_wal_lsn()")
+		for _, pod := range standbys {
+			testenv.Eventually(t, 2*time.Minute, pod+" received the backlog", func() string {
+				if got := s.psqlIn(t, pod, "SELECT pg_last_wal_receive_lsn() >= '"+end+"'::pg_lsn"); got != "t" {
+					return "not yet at " + end
+				}
+				return ""
+			})
+		}
+		backlog := s.psqlIn(t, standbys[0], "SELECT pg_size_pretty(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()))")
+		since := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+		began := time.Now()
+		heal := s.isolate(t, old)
+		newPrimary := s.waitNewPrimary(t, name, old, 4*time.Minute)
+		t.Logf("failover with %s of WAL to replay: %s primary after %v", backlog, newPrimary, time.Since(began).Round(time.Millisecond))
+		if n, err := rw.count(-4); err != nil || n != 1 {
+			t.Errorf("the row written after the backlog through the new primary: count = %d, %v", n, err)
+		}
+		// Exactly one server promoted itself: each agent logs "promoted"
+		// when pg_promote returns.
+		var promoted []string
+		for _, pod := range standbys {
+			out := s.mustKubectl("logs", "-n", ns, pod, "-c", "postgres", "--since-time="+since)
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasSuffix(strings.TrimSpace(line), " promoted") {
+					promoted = append(promoted, pod)
+				}
+			}
+		}
+		if len(promoted) != 1 || promoted[0] != newPrimary {
+			t.Errorf("servers promoted since the primary was cut off: %v, want exactly [%s]", promoted, newPrimary)
+		}
+		heal()
+		s.waitReady(name, 4*time.Minute)
+		s.checkRoles(t, newPrimary)
+		rw.exec(t, "DROP TABLE backlog")
+	})
+
 	step("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
 		primary := s.primaryOf(t)
 		w := startWriter(t, rw, 200000)
@@ -429,6 +484,19 @@ func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int
 		t.Errorf("%d of %d acknowledged rows lost (%v), want %d", len(lost), len(acked), lost, want)
 	}
 	return len(lost)
+}
+
+// psqlIn runs one statement in pod's postgres container, on the server of
+// that pod, with the Secret's credentials, and returns its output trimmed.
+func (s *suite) psqlIn(t *testing.T, pod, statement string) string {
+	t.Helper()
+	sec := s.secret(ns, replicated+"-credentials")
+	uri := strings.Replace(sec["uri"], "@"+sec["host"]+":", "@127.0.0.1:", 1)
+	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
+	if err != nil {
+		t.Fatalf("%s in %s: %v\n%s", statement, pod, err, out)
+	}
+	return strings.TrimSpace(out)
 }
 
 // database reads a Database.
