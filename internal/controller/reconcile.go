@@ -43,6 +43,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if apierrors.IsNotFound(err) {
 			r.status.forget(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
+			r.notices.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -59,6 +59,9 @@ type DatabaseReconciler struct {
 	// replicas remembers, per replicated Database, the primary lease and
 	// the agents that stopped answering.
 	replicas replicaMemories
+	// notices remembers what the agents reported that was made an Event,
+	// so that it is reported once.
+	notices replicationNotices
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
 	// verified are the resourceVersions at which children were last found
