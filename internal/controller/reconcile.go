@@ -110,6 +110,11 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	}
 	s.obs.claimsWait = claimsWait(s.obs.pods, s.obs.now)
 	s.obs.replication = r.reconcileReplication(ctx, s)
+	// After the roles: a budget that cannot be written must not keep the
+	// primary's lease from being renewed.
+	if s.obs.disruptionBudget = r.reconcileDisruptionBudget(ctx, s); s.obs.disruptionBudget.err != nil {
+		return s.obs.disruptionBudget.err
+	}
 	return nil
 }
 
