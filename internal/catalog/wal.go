@@ -80,7 +80,7 @@ func ParsePostgresSize(value string, unit int64) (int64, error) {
 	}
 	n, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q: %v", ErrNotASize, m[1], err)
+		return 0, fmt.Errorf("%w: %q: %w", ErrNotASize, m[1], err)
 	}
 	units := math.Round(n * float64(multiplier) / float64(unit))
 	if math.Abs(units) > math.MaxInt64/float64(unit) {

@@ -184,7 +184,7 @@ func TestNoticesReportEachOccurrenceOnce(t *testing.T) {
 		for _, p := range n.stuck(key, s.now) {
 			pods = append(pods, p.pod)
 		}
-		if got := fmt.Sprint(pods); got != s.want && !(s.want == "[]" && pods == nil) {
+		if got := fmt.Sprint(pods); got != s.want && (s.want != "[]" || pods != nil) {
 			t.Errorf("step %d: reported %s, want %s", i, got, s.want)
 		}
 	}
