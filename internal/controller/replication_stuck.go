@@ -128,6 +128,26 @@ func recloneFor(db *dbv1.Database, pod string) string {
 	return value
 }
 
+// recloneProblem says why the Database's AnnotationReclone authorises no
+// pod, "" when it is unset or names a standby the Database keeps.
+func recloneProblem(db *dbv1.Database, primary string, replicas int) string {
+	value, ok := db.Annotations[dbv1.AnnotationReclone]
+	if !ok {
+		return ""
+	}
+	pod, nonce, found := strings.Cut(value, "=")
+	ordinal := ordinalOf(pod)
+	switch {
+	case !found || nonce == "":
+		return fmt.Sprintf("the annotation %s=%q authorises nothing: its value must be <pod>=<nonce>, e.g. %s", dbv1.AnnotationReclone, value, recloneCommand(db, db.Name+"-1"))
+	case pod != fmt.Sprintf("%s-%d", db.Name, ordinal) || ordinal >= replicas:
+		return fmt.Sprintf("the annotation %s=%q authorises nothing: %s is not a pod of Database %s", dbv1.AnnotationReclone, value, pod, db.Name)
+	case pod == primary:
+		return fmt.Sprintf("the annotation %s=%q authorises nothing: %s is the primary, and only a standby is cloned again", dbv1.AnnotationReclone, value, pod)
+	}
+	return ""
+}
+
 // notice reports, once per occurrence, what the agents say needs a human
 // or was lost: a Warning Event per standby that became stuck (including a
 // slot the primary invalidated) and per distinct WAL range an agent's
@@ -140,6 +160,9 @@ func (run *replicationRun) notice() {
 	key := client.ObjectKeyFromObject(run.db)
 	for _, p := range run.r.notices.stuck(key, problems) {
 		run.event(corev1.EventTypeWarning, p.reason, "%s", p.message)
+	}
+	if msg := recloneProblem(run.db, run.out.currentPrimary, replicas); msg != "" && run.r.notices.reclone(key, msg) {
+		run.event(corev1.EventTypeWarning, "RecloneIgnored", "%s", msg)
 	}
 	for _, m := range run.members {
 		if !m.answered() || m.status.Discarded == nil {
@@ -170,6 +193,8 @@ type noticed struct {
 	stuck map[string]bool
 	// discarded is the last Discarded reported per pod.
 	discarded map[string]instance.Discarded
+	// reclone is the last problem of the re-clone annotation reported.
+	reclone string
 }
 
 func (n *replicationNotices) of(key client.ObjectKey) *noticed {
@@ -212,6 +237,19 @@ func (n *replicationNotices) discarded(key client.ObjectKey, pod string, value i
 		return false
 	}
 	d.discarded[pod] = value
+	return true
+}
+
+// reclone reports whether the re-clone annotation's problem msg is new,
+// and remembers it.
+func (n *replicationNotices) reclone(key client.ObjectKey, msg string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := n.of(key)
+	if d.reclone == msg {
+		return false
+	}
+	d.reclone = msg
 	return true
 }
 

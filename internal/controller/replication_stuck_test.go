@@ -409,3 +409,52 @@ func TestTheRecloneAnnotationReachesThatPodAlone(t *testing.T) {
 		t.Errorf("orders-2 has Reclone %q, want the new nonce", s.spec.Reclone)
 	}
 }
+
+func TestRecloneProblem(t *testing.T) {
+	tests := []struct {
+		value string
+		want  string // a part of the problem; "" for none
+	}{
+		{"", "must be <pod>=<nonce>"},
+		{"orders-2=1733300000", ""},
+		{"orders-1=x", ""},
+		{"orders-2", "must be <pod>=<nonce>, e.g. kubectl annotate database orders -n shop --overwrite dbkeeper.io/reclone=orders-1=$(date +%s)"},
+		{"orders-2=", "must be <pod>=<nonce>"},
+		{"orders-3=1", "orders-3 is not a pod of Database orders"},
+		{"orders-02=1", "orders-02 is not a pod of Database orders"},
+		{"billing-1=1", "billing-1 is not a pod of Database orders"},
+		{"orders-0=1", "orders-0 is the primary, and only a standby is cloned again"},
+	}
+	for _, tt := range tests {
+		db := fixture.Database("orders", fixture.WithNamespace("shop"))
+		db.Annotations = map[string]string{dbv1.AnnotationReclone: tt.value}
+		got := recloneProblem(db, "orders-0", 3)
+		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("recloneProblem(%q) = %q, want it to contain %q", tt.value, got, tt.want)
+		}
+	}
+	if got := recloneProblem(fixture.Database("orders"), "orders-0", 3); got != "" {
+		t.Errorf("recloneProblem without the annotation = %q", got)
+	}
+}
+
+func TestARecloneAnnotationThatAuthorisesNothingIsReportedOnce(t *testing.T) {
+	f := newReplicationFixture(t)
+	recorder := events.NewFakeRecorder(100)
+	f.r.Recorder = recorder
+	f.reconcile()
+	f.reconcile()
+	f.db.Annotations = map[string]string{dbv1.AnnotationReclone: "orders-7=1"}
+	for range 3 {
+		f.now = f.now.Add(leaseRenewPeriod)
+		f.reconcile()
+	}
+	if evs := drain(recorder); countMatching(evs, "Warning", "RecloneIgnored", "orders-7 is not a pod of Database orders") != 1 {
+		t.Errorf("Events = %q, want one RecloneIgnored Warning", evs)
+	}
+	for i := range 3 {
+		if s := f.agents.servers[f.ip(i)]; s.spec == nil || s.spec.Reclone != "" {
+			t.Errorf("orders-%d was sent %+v, want no Reclone", i, s.spec)
+		}
+	}
+}
