@@ -54,10 +54,12 @@ var postgresSizeUnits = map[string]int64{
 }
 
 // postgresSizeRE is a size setting's value as PostgreSQL reads it: a
-// number, possibly negative or with a fraction, and an optional unit,
-// with blanks around them. (PostgreSQL also reads hexadecimal and octal
-// numbers; dbkeeper does not, so that the value means what it says.)
-var postgresSizeRE = regexp.MustCompile(`^\s*(-?[0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*$`)
+// decimal number, possibly negative or with a fraction, and an optional
+// unit, with blanks around them. (PostgreSQL also reads hexadecimal
+// numbers, octal ones with a leading zero and exponents; dbkeeper refuses
+// them, so that a value means what it seems to: PostgreSQL reads "010" as
+// 8.)
+var postgresSizeRE = regexp.MustCompile(`^\s*(-?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*$`)
 
 // ErrNotASize is the error of a value that is not a PostgreSQL size.
 var ErrNotASize = errors.New("not a PostgreSQL size")
@@ -65,11 +67,13 @@ var ErrNotASize = errors.New("not a PostgreSQL size")
 // ParsePostgresSize returns, in bytes, the value of a PostgreSQL size
 // setting whose values without a unit are in units of unit bytes (1 MB
 // for max_slot_wal_keep_size), rounded to a whole unit as PostgreSQL does.
+// What it accepts, PostgreSQL reads as the same value
+// (TestPostgresReadsSizesAsParsePostgresSize).
 // A value that is not a size wraps ErrNotASize and says why.
 func ParsePostgresSize(value string, unit int64) (int64, error) {
 	m := postgresSizeRE.FindStringSubmatch(value)
 	if m == nil {
-		return 0, fmt.Errorf("%w: %q is not a number with an optional unit (B, kB, MB, GB or TB)", ErrNotASize, value)
+		return 0, fmt.Errorf("%w: %q is not a decimal number (no leading zero, hexadecimal or exponent) with an optional unit (B, kB, MB, GB or TB)", ErrNotASize, value)
 	}
 	multiplier := unit
 	if m[2] != "" {
@@ -82,9 +86,11 @@ func ParsePostgresSize(value string, unit int64) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotASize, m[1], err)
 	}
-	units := math.Round(n * float64(multiplier) / float64(unit))
-	if math.Abs(units) > math.MaxInt64/float64(unit) {
-		return 0, fmt.Errorf("%w: %q is too large", ErrNotASize, value)
+	// PostgreSQL rounds with rint(): halves to even.
+	units := math.RoundToEven(n * float64(multiplier) / float64(unit))
+	// The server keeps integer settings in 32 bits of their unit.
+	if units > math.MaxInt32 || units < math.MinInt32 {
+		return 0, fmt.Errorf("%w: %q exceeds PostgreSQL's integer range (%d units of %d bytes)", ErrNotASize, value, math.MaxInt32, unit)
 	}
 	return int64(units) * unit, nil
 }

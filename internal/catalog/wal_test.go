@@ -22,7 +22,9 @@ func TestParsePostgresSize(t *testing.T) {
 		{value: " 2 GB ", want: 2048 * mb},
 		{value: "1TB", want: 1 << 40},
 		{value: "1.5GB", want: 1536 * mb},
-		{value: "512kB", want: 1 * mb},
+		// rint(): halves to even, as PostgreSQL rounds.
+		{value: "512kB", want: 0},
+		{value: "1536kB", want: 2 * mb},
 		{value: "1048576B", want: 1 * mb},
 		// PostgreSQL rounds to the setting's unit.
 		{value: "1500kB", want: 1 * mb},
@@ -33,6 +35,7 @@ func TestParsePostgresSize(t *testing.T) {
 		{value: "2gb", err: true},
 		{value: "2 GiB", err: true},
 		{value: "0x10", err: true},
+		{value: "010", err: true},
 		{value: "1e3", err: true},
 		{value: "99999999999999999999TB", err: true},
 	}
