@@ -12,7 +12,10 @@ const (
 	// towards the spec.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a human: an invalid spec,
-	// a missing StorageClass, or pods that cannot pull their image or crash.
+	// a missing StorageClass, pods that cannot pull their image or crash,
+	// or a standby whose replication cannot progress (the reasons
+	// IncompatibleVersion, AuthenticationFailed, SlotInvalidated,
+	// CloneFailed, NotStreaming, RewindFailed).
 	ConditionStalled = "Stalled"
 	// ConditionCredentialsReady is True when the credentials Secret exists
 	// and matches the spec.
@@ -90,4 +93,31 @@ const (
 	// ReasonStandbysNotStreaming: some standby is not streaming from the
 	// primary yet (cloning, restarting, behind) or the primary is down.
 	ReasonStandbysNotStreaming = "StandbysNotStreaming"
+
+	// The reasons of a Stalled condition for a standby whose replication
+	// cannot progress without a human (instance.Status.Stuck); the message
+	// names the pod, the server's or tool's message, and the fix.
+
+	// ReasonIncompatibleVersion: the standby's client tools (pg_basebackup,
+	// pg_rewind) do not match the primary's server version.
+	ReasonIncompatibleVersion = "IncompatibleVersion"
+	// ReasonReplicationAuthFailed: the primary refused the standby's
+	// replication login.
+	ReasonReplicationAuthFailed = "AuthenticationFailed"
+	// ReasonSlotInvalidated: the standby's replication slot on the primary
+	// was invalidated (its WAL went beyond max_slot_wal_keep_size) or the
+	// WAL it needs is gone: it can only be cloned again.
+	ReasonSlotInvalidated = "SlotInvalidated"
+	// ReasonCloneFailed: cloning the standby failed for another reason.
+	ReasonCloneFailed = "CloneFailed"
+	// ReasonNotStreaming: the standby has not streamed from a primary that
+	// answers for a while and no fork is proven; its data directory is kept
+	// until a re-clone is authorised (AnnotationReclone).
+	ReasonNotStreaming = "NotStreaming"
+	// ReasonRewindFailed: pg_rewind failed and no fork is proven; the data
+	// directory is kept until a re-clone is authorised (AnnotationReclone).
+	ReasonRewindFailed = "RewindFailed"
+	// ReasonReplicationStuck: a standby reports that it cannot progress for
+	// a reason this version of dbkeeper does not know.
+	ReasonReplicationStuck = "ReplicationStuck"
 )

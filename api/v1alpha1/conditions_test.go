@@ -15,6 +15,8 @@ func TestConditionNamesAreValid(t *testing.T) {
 		ReasonProvisioning, ReasonFirstReady, ReasonReconciled, ReasonProgressing, ReasonInvalidSpec, ReasonApplyFailed, ReasonRollingOut,
 		ReasonWaitingForReplicas, ReasonReplicasReady, ReasonImagePullFailed, ReasonCrashLooping,
 		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed, ReasonControlledByOther,
+		ReasonIncompatibleVersion, ReasonReplicationAuthFailed, ReasonSlotInvalidated, ReasonCloneFailed,
+		ReasonNotStreaming, ReasonRewindFailed, ReasonReplicationStuck,
 	}
 	seen := map[string]bool{}
 	for _, n := range names {

@@ -63,6 +63,12 @@ type EngineInfo struct {
 	// owns them, for the error that refuses them ("owned by dbkeeper for
 	// replication"); the others are "set by dbkeeper".
 	OwnedParameterReasons map[string]string
+	// WALKeepParameter is the setting that bounds the WAL a replication
+	// slot keeps on the primary (max_slot_wal_keep_size), which dbkeeper
+	// sets to DefaultWALKeep of the data volume unless spec.parameters
+	// sets it, within limits (see wal.go); "" for an engine whose
+	// replication dbkeeper does not run.
+	WALKeepParameter string
 	// MaxDatabaseNameLength and MaxUsernameLength are the longest database
 	// and user names the engine accepts.
 	MaxDatabaseNameLength, MaxUsernameLength int
@@ -135,6 +141,7 @@ var entries = []EngineInfo{
 		OwnedParameters: append([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
 			postgresReplicationParameters...),
 		OwnedParameterReasons: reasons(forReplication, postgresReplicationParameters),
+		WALKeepParameter:      "max_slot_wal_keep_size",
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,
 		ReservedDatabaseNames: []string{"postgres", "template0", "template1"},

@@ -118,6 +118,9 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 	if stalled == nil {
 		stalled = podProblem(obs.pods, obs.now)
 	}
+	if stalled == nil {
+		stalled = obs.replication.stalled
+	}
 	if stalled != nil {
 		setCondition(status, obs.generation, dbv1.ConditionStalled, true, stalled.reason, stalled.message)
 		setCondition(status, obs.generation, dbv1.ConditionReconciling, false, stalled.reason, "progress needs a human: see the Stalled condition")

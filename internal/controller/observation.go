@@ -26,6 +26,8 @@ type observation struct {
 	secret, services childObservation
 	// statefulSet is what reconciling the StatefulSet found.
 	statefulSet statefulSetObservation
+	// disruptionBudget is what reconciling the PodDisruptionBudget found.
+	disruptionBudget childObservation
 	// now is when the reconcile began.
 	now time.Time
 	// pods are the Database's pods.
@@ -73,7 +75,7 @@ type problem struct {
 // blocked returns the first problem, in the order of the children, that
 // needs a human other than an invalid spec.
 func (o observation) blocked() *problem {
-	return firstProblem(o.secret.blocked, o.services.blocked, o.statefulSet.blocked)
+	return firstProblem(o.secret.blocked, o.services.blocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
 }
 
 // childFailed reports whether the Secret or the Services failed, so that

@@ -43,6 +43,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if apierrors.IsNotFound(err) {
 			r.status.forget(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
+			r.notices.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -109,6 +110,11 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	}
 	s.obs.claimsWait = claimsWait(s.obs.pods, s.obs.now)
 	s.obs.replication = r.reconcileReplication(ctx, s)
+	// After the roles: a budget that cannot be written must not keep the
+	// primary's lease from being renewed.
+	if s.obs.disruptionBudget = r.reconcileDisruptionBudget(ctx, s); s.obs.disruptionBudget.err != nil {
+		return s.obs.disruptionBudget.err
+	}
 	return nil
 }
 

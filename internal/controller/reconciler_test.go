@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,6 +300,10 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("a StatefulSet taken out of the cache after its storage grew is restored", func(t *testing.T) {
+		before := &appsv1.StatefulSet{}
+		if err := f.client.Get(ctx, key, before); err != nil {
+			t.Fatal(err)
+		}
 		got := f.database(key)
 		got.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
 		if err := f.client.Update(ctx, got); err != nil {
@@ -315,6 +320,11 @@ func TestReconciler(t *testing.T) {
 		sts := &appsv1.StatefulSet{}
 		if err := f.client.Get(ctx, key, sts); err != nil {
 			t.Fatal(err)
+		}
+		// Nor do the pods restart: the default bound of a slot's WAL
+		// stays a quarter of the volume the StatefulSet was created with.
+		if sts.Generation != before.Generation || !slices.Contains(sts.Spec.Template.Spec.Containers[0].Args, "max_slot_wal_keep_size=256MB") {
+			t.Errorf("after growing the storage: generation %d (was %d), args %q", sts.Generation, before.Generation, sts.Spec.Template.Spec.Containers[0].Args)
 		}
 		sts.Labels[desired.LabelManagedBy] = "someone-else"
 		if err := f.client.Update(ctx, sts, client.FieldOwner("someone")); err != nil {

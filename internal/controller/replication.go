@@ -57,6 +57,9 @@ type replicationObservation struct {
 	// reason Switchover or Failover) or cannot (FailoverBlocked); nil when
 	// the primary stays.
 	change *problem
+	// stalled is what makes the Database Stalled: standbys that cannot
+	// progress without a human (standbyProblems); nil when none.
+	stalled *problem
 	// requeueAfter is when to look again without any watched change: at
 	// the latest, the next lease renewal.
 	requeueAfter time.Duration
@@ -119,6 +122,7 @@ func (r *DatabaseReconciler) reconcileReplication(ctx context.Context, s *scope)
 	}
 	run.decide(ctx)
 	run.report()
+	run.notice()
 	return run.out
 }
 

@@ -31,7 +31,8 @@ func (run *replicationRun) steady(ctx context.Context) {
 		if m.name() == primary || !m.answered() || m.pod.DeletionTimestamp != nil || m.ordinal >= max(replicas, ordinalOf(primary)+1) {
 			continue
 		}
-		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal), Term: run.term()}
+		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal),
+			Term: run.term(), Reclone: recloneFor(run.db, m.name())}
 		if m.status.Spec == nil || !specEqual(*m.status.Spec, want) {
 			if st := run.apply(ctx, m, want); st != nil {
 				m.status = st
@@ -104,5 +105,5 @@ func (run *replicationRun) event(eventType, reason, format string, args ...any) 
 // specEqual reports whether two agent specs ask for the same thing.
 func specEqual(a, b instance.Spec) bool {
 	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot &&
-		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term
+		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term && a.Reclone == b.Reclone
 }

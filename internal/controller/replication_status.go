@@ -66,7 +66,7 @@ func (run *replicationRun) report() {
 				st.Message = describe(m.status, "not accepting writes")
 			}
 		default:
-			st.Ready = podIsReady && m.status.Streaming && podOfHost(m.status.Upstream) == out.currentPrimary
+			st.Ready = podIsReady && m.status.Streaming && podOfHost(m.status.Upstream) == out.currentPrimary && m.status.Stuck == nil
 			if sb, ok := lag[replication.SlotName(m.ordinal)]; ok && sb.Active {
 				st.LagBytes = ptr.To(sb.LagBytes)
 				st.Lag = &metav1.Duration{Duration: time.Duration(sb.LagSeconds * float64(time.Second)).Round(time.Millisecond)}
@@ -109,6 +109,8 @@ func (run *replicationRun) report() {
 // describe says what an agent is doing when its server is not ready.
 func describe(s *instance.Status, fallback string) string {
 	switch {
+	case s.Stuck != nil:
+		return string(s.Stuck.Reason) + ": " + s.Stuck.Message
 	case s.Error != "":
 		return s.Error
 	case s.Fenced:

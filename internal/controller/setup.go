@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -59,6 +60,9 @@ type DatabaseReconciler struct {
 	// replicas remembers, per replicated Database, the primary lease and
 	// the agents that stopped answering.
 	replicas replicaMemories
+	// notices remembers what the agents reported that was made an Event,
+	// so that it is reported once.
+	notices replicationNotices
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
 	// verified are the resourceVersions at which children were last found
@@ -85,8 +89,8 @@ type Options struct {
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
 // so it never holds every Secret or Pod of the cluster, and keeps of them
-// only what dbkeeper reads: the managed fields only on the Services and
-// StatefulSets (it extracts its own fields from them; the Secret is
+// only what dbkeeper reads: the managed fields only on the Services,
+// StatefulSets and PodDisruptionBudgets (it extracts its own fields from them; the Secret is
 // compared field by field, see ownedSecret), and of a Pod only its
 // metadata and status.
 func CacheOptions() cache.Options {
@@ -94,11 +98,12 @@ func CacheOptions() cache.Options {
 	applied := cache.ByObject{Label: selector}
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&dbv1.Database{}:      {Transform: cache.TransformStripManagedFields()},
-			&corev1.Secret{}:      {Label: selector, Transform: cache.TransformStripManagedFields()},
-			&corev1.Service{}:     applied,
-			&appsv1.StatefulSet{}: applied,
-			&corev1.Pod{}:         {Label: selector, Transform: slimPod},
+			&dbv1.Database{}:                {Transform: cache.TransformStripManagedFields()},
+			&corev1.Secret{}:                {Label: selector, Transform: cache.TransformStripManagedFields()},
+			&corev1.Service{}:               applied,
+			&appsv1.StatefulSet{}:           applied,
+			&policyv1.PodDisruptionBudget{}: applied,
+			&corev1.Pod{}:                   {Label: selector, Transform: slimPod},
 			// StatefulSet claims carry the volumeClaimTemplate's labels.
 			&corev1.PersistentVolumeClaim{}: {Label: selector, Transform: cache.TransformStripManagedFields()},
 		},
@@ -119,13 +124,14 @@ func slimPod(obj any) (any, error) {
 // +kubebuilder:rbac:groups=dbkeeper.io,resources=databases/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the controller: it watches Databases, owns
-// their StatefulSets, Services and Secrets, and maps Pod events to their
+// their StatefulSets, Services, Secrets and PodDisruptionBudgets, and maps Pod events to their
 // Database.
 func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if r.Random == nil {
@@ -136,7 +142,7 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	}
 	r.build = desired.Options{InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage)}
 	// Children are named by their kind in the scheme (kindOf).
-	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}} {
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{}} {
 		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {
 			return fmt.Errorf("the manager's scheme lacks a child kind: %w", err)
 		}
@@ -159,6 +165,7 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		// A pod's progress shows in the StatefulSet's status, which is
 		// watched; the pods themselves only for the problems that do not.
 		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +19,13 @@ import (
 // reconcileStatefulSet applies the StatefulSet, grows its claims, and
 // reports its live state.
 func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope) statefulSetObservation {
-	want := desired.StatefulSet(s.spec, s.build)
+	opts := s.build
+	volume, err := r.claimTemplateSize(ctx, s)
+	if err != nil {
+		return statefulSetObservation{name: desired.StatefulSetName(s.spec), childObservation: childObservation{err: err}}
+	}
+	opts.WALKeepVolume = volume
+	want := desired.StatefulSet(s.spec, opts)
 	obs := statefulSetObservation{name: *want.Name}
 	missingClass, err := r.storageClassProblem(ctx, s)
 	if err != nil {
@@ -47,6 +54,24 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 	}
 	obs.blocked = firstProblem(missingClass, res.blocked, resizeFailed)
 	return obs
+}
+
+// claimTemplateSize returns the storage request of the data claim template
+// of the Database's StatefulSet, nil when it does not exist yet: the
+// volume it was created with, which the default bound of a replication
+// slot's WAL is a quarter of (desired.Options.WALKeepVolume).
+func (r *DatabaseReconciler) claimTemplateSize(ctx context.Context, s *scope) (*resource.Quantity, error) {
+	live := &appsv1.StatefulSet{}
+	found, err := r.find(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live)
+	if err != nil || !found {
+		return nil, err
+	}
+	for _, t := range live.Spec.VolumeClaimTemplates {
+		if size, ok := t.Spec.Resources.Requests[corev1.ResourceStorage]; ok && t.Name == desired.VolumeData {
+			return &size, nil
+		}
+	}
+	return nil, nil
 }
 
 // storageClassProblem reports a StorageClass the spec names that does not

@@ -26,7 +26,7 @@ func TestParametersAreSortedInArgs(t *testing.T) {
 	db := newDatabase(dbv1.EnginePostgres, fixture.WithParameters(twentyParameters()))
 	args := onlyContainer(t, statefulSet(t, db)).Args
 	want := make([]string, 0, 46)
-	want = append(want, "-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s")
+	want = append(want, "-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_slot_wal_keep_size=256MB")
 	for i := range 20 {
 		want = append(want, "-c", fmt.Sprintf("setting_%02d=%d", i, 19-i))
 	}

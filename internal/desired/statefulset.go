@@ -32,6 +32,14 @@ type Options struct {
 	// replicated Database's rolling change with it until the primary is
 	// ordinal 0, which a RollingUpdate restarts last.
 	Partition int32
+	// WALKeepVolume is the data volume the default bound of a replication
+	// slot's WAL is a quarter of (catalog.DefaultWALKeep): the controller
+	// passes the size of the live StatefulSet's claim template, which
+	// stays what it was when the StatefulSet was created (claim templates
+	// are immutable), so that growing spec.storage.size, which grows the
+	// claims, does not restart every pod for a new flag. nil means
+	// spec.storage.size, as for a new StatefulSet.
+	WALKeepVolume *resource.Quantity
 }
 
 // DefaultInstanceImage is the operator's default --instance-image.
@@ -112,7 +120,7 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 	if HasInstanceAgent(db) {
 		pod.WithInitContainers(instanceAgentContainer(opts))
 	}
-	pod.WithContainers(container(db, info)).
+	pod.WithContainers(container(db, info, opts)).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
 			corev1ac.Volume().WithName(volumeTmp).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
@@ -198,7 +206,7 @@ func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 // container is the database server container, named after the engine. For
 // postgres its command is the instance agent, which runs the server with
 // args as its flags.
-func container(db *dbv1.Database, info catalog.EngineInfo) *corev1ac.ContainerApplyConfiguration {
+func container(db *dbv1.Database, info catalog.EngineInfo, opts Options) *corev1ac.ContainerApplyConfiguration {
 	c := corev1ac.Container().
 		WithName(string(db.Spec.Engine)).
 		WithImage(db.Spec.Image).
@@ -211,7 +219,7 @@ func container(db *dbv1.Database, info catalog.EngineInfo) *corev1ac.ContainerAp
 	if HasInstanceAgent(db) {
 		c.WithCommand(instance.Binary, instance.CommandRun, "--")
 	}
-	c.WithArgs(args(db)...).
+	c.WithArgs(args(db, opts.WALKeepVolume)...).
 		WithEnv(env(db, info)...).
 		WithPorts(corev1ac.ContainerPort().
 			WithName(portName(db)).
@@ -344,13 +352,16 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 }
 
 // args are the server's command-line flags: first the ones the operator
-// owns (the port, and for postgres replicationFlags), then spec.parameters
-// sorted by key. The images run the server with these flags when the first
+// owns (the port, and for postgres replicationFlags), then, for postgres,
+// the default bound of a replication slot's WAL unless spec.parameters
+// sets it (catalog.EngineInfo.WALKeep: max_slot_wal_keep_size, a quarter
+// of the volume, see Options.WALKeepVolume), then spec.parameters sorted
+// by key. The images run the server with these flags when the first
 // argument starts with "-"; for postgres the instance agent passes them on.
 //
-// postgres: -c port=5432 -c wal_log_hints=on ... -c key=value ...;
+// postgres: -c port=5432 -c wal_log_hints=on ... -c max_slot_wal_keep_size=256MB -c key=value ...;
 // mysql: --port=3306 --key=value ...
-func args(db *dbv1.Database) []string {
+func args(db *dbv1.Database, walKeepVolume *resource.Quantity) []string {
 	keys := slices.Sorted(maps.Keys(db.Spec.Parameters))
 
 	p := strconv.Itoa(int(port(db)))
@@ -359,6 +370,10 @@ func args(db *dbv1.Database) []string {
 	case dbv1.EnginePostgres:
 		out = append(out, "-c", "port="+p)
 		out = append(out, replicationFlags...)
+		info := engineInfo(db)
+		if value, userKey := info.WALKeep(db.Spec.Parameters, cmp.Or(walKeepVolume, db.Spec.Storage.Size)); value != "" && userKey == "" {
+			out = append(out, "-c", info.WALKeepParameter+"="+value)
+		}
 		for _, k := range keys {
 			out = append(out, "-c", k+"="+db.Spec.Parameters[k])
 		}

@@ -166,19 +166,29 @@ func TestStatefulSetArgs(t *testing.T) {
 		want []string
 	}{
 		{
-			name: "postgres without parameters passes the port and the replication settings the operator owns",
+			name: "postgres without parameters passes the port, the replication settings the operator owns and a slot's WAL bounded to a quarter of the volume",
 			db:   newDatabase(dbv1.EnginePostgres),
-			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s"},
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_slot_wal_keep_size=256MB"},
 		},
 		{
 			name: "postgres passes the port and the replication settings first, then parameters sorted by key as -c pairs",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543), fixture.WithParameters(params)),
-			want: []string{"-c", "port=6543", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
+			want: []string{"-c", "port=6543", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_slot_wal_keep_size=256MB", "-c", "max_connections=200", "-c", "shared_buffers=128MB", "-c", "work_mem=4MB"},
 		},
 		{
 			name: "postgres keeps a value with spaces as one argument",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithParameters(map[string]string{"log_line_prefix": "%m [%p] "})),
-			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "log_line_prefix=%m [%p] "},
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_slot_wal_keep_size=256MB", "-c", "log_line_prefix=%m [%p] "},
+		},
+		{
+			name: "the default bound of a slot's WAL follows spec.storage.size",
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithStorageSize("10Gi")),
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "max_slot_wal_keep_size=2560MB"},
+		},
+		{
+			name: "a bound the user sets replaces the default, however the key is spelt",
+			db:   newDatabase(dbv1.EnginePostgres, fixture.WithParameters(map[string]string{"Max-Slot-WAL-Keep-Size": "100MB"})),
+			want: []string{"-c", "port=5432", "-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "Max-Slot-WAL-Keep-Size=100MB"},
 		},
 		{
 			name: "mysql without parameters passes only the port",

@@ -12,7 +12,11 @@
 // the API server.
 package instance
 
-import "time"
+import (
+	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
 
 // The agent's HTTP interface.
 const (
@@ -71,21 +75,23 @@ const (
 	CommandRun = "run"
 )
 
-// Role is what the operator wants a server to be.
-type Role string
+// Role is what the operator wants a server to be: replication.Role, the
+// project's one role type, which the pods' role label also takes.
+type Role = replication.Role
 
+// The roles of a Spec (see replication.Role).
 const (
 	// RolePrimary accepts writes. A server is only ever made writable by a
 	// Spec with this role (or, for a Database that never had a standby, by
 	// the agent restarting the primary it was).
-	RolePrimary Role = "primary"
+	RolePrimary = replication.RolePrimary
 	// RoleReplica is a hot standby streaming from Spec.Upstream through
 	// Spec.Slot, or, with no Upstream, a standby detached from every
 	// primary. An empty data directory is cloned from Upstream.
-	RoleReplica Role = "replica"
+	RoleReplica = replication.RoleReplica
 	// RoleFenced stops the server and keeps it stopped; the agent will not
 	// start it as a primary again until a Spec names it primary.
-	RoleFenced Role = "fenced"
+	RoleFenced = replication.RoleFenced
 )
 
 // Spec is what the operator wants the agent's server to be.
@@ -124,8 +130,9 @@ type Spec struct {
 	Reclone string `json:"reclone,omitempty"`
 }
 
-// SlotPrefix marks the replication slots the operator owns.
-const SlotPrefix = "dbkeeper_standby_"
+// SlotPrefix marks the replication slots the operator owns
+// (replication.SlotName).
+const SlotPrefix = replication.SlotPrefix
 
 // ExemptReplyWindow is how recent every standby's reply must be, by the
 // agent's clock, for a primary whose lease ran out to stay writable.

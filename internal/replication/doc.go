@@ -1,9 +1,10 @@
 // Package replication decides, for a PostgreSQL Database run as one
 // primary and streaming hot standbys on one StatefulSet, what the operator
 // does next: which standby to promote, when a failover is due and when it
-// is safe, which pods to relabel and in what order, which pod a rolling
-// change restarts next, which pods a scale-down removes, and which
-// replication slots the primary needs.
+// is safe, which pods to relabel and in what order, and which pods a
+// scale-down removes. It is also the home of the project's one role type
+// (Role, which the instance agent's Spec uses too) and of the names of the
+// operator's replication slots (SlotName).
 //
 // The package is pure: it reads no client, clock or environment. The
 // controller observes the pods and their instance agents, passes what it

@@ -76,9 +76,6 @@ func silent(in *Instance) { in.Agent = nil }
 // terminating marks the pod deleted.
 func terminating(in *Instance) { in.Terminating = true }
 
-// outdated marks the pod as running the old revision.
-func outdated(in *Instance) { in.UpToDate = false }
-
 // role sets the pod's RoleLabel.
 func role(r Role) option { return func(in *Instance) { in.Role = r } }
 

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// Role is the value of a pod's RoleLabel: what the operator has decided the
-// pod is. The Services select on it: the client Service selects
-// RolePrimary, the read-only Service selects RoleReplica.
+// Role is what the operator has decided a server is. It is the one role
+// type of the project: the value of a pod's RoleLabel, which the Services
+// select on (the client Service RolePrimary, the read-only Service
+// RoleReplica), and the role of the instance agent's Spec
+// (instance.Spec.Role), which may also be RoleFenced.
 type Role string
 
 const (
@@ -15,11 +17,20 @@ const (
 	// replicated Database.
 	RoleLabel = "dbkeeper.io/role"
 
-	// RolePrimary marks the one pod that accepts writes.
+	// RolePrimary marks the one pod that accepts writes. A server is only
+	// ever made writable by an agent Spec with this role (or, for a
+	// Database that never had a standby, by its agent restarting the
+	// primary it was).
 	RolePrimary Role = "primary"
 	// RoleReplica marks a pod that is not the primary: a streaming standby,
-	// or a former primary that is fenced or rejoining.
+	// or a former primary that is fenced or rejoining. As an agent's role:
+	// a hot standby streaming from Spec.Upstream through Spec.Slot, or,
+	// with no Upstream, a standby detached from every primary.
 	RoleReplica Role = "replica"
+	// RoleFenced is only an agent's role, never a label: the server is
+	// stopped and kept stopped; the agent will not start it as a primary
+	// again until a Spec names it primary.
+	RoleFenced Role = "fenced"
 )
 
 // Instance is what the controller observed of one pod of the Database and

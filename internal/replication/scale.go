@@ -4,49 +4,20 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 )
 
 // SlotPrefix starts the name of every physical replication slot the
-// operator makes on the primary. Slots without it (a user's logical
-// slots, for example) are never touched.
-const SlotPrefix = "dbkeeper_"
+// operator makes on the primary; the instance agent drops the slots with
+// this prefix that its Spec no longer names. Slots without it (a user's
+// logical slots, for example) are never touched.
+const SlotPrefix = "dbkeeper_standby_"
 
 // SlotName returns the name of the replication slot of the standby with the
 // given StatefulSet ordinal. Slots live on one primary of one Database, so
 // the ordinal alone is unique, and the name stays within PostgreSQL's 63
 // bytes whatever the Database's name.
-func SlotName(ordinal int) string { return SlotPrefix + "standby_" + strconv.Itoa(ordinal) }
-
-// Slots compares the replication slots that exist on the primary with the
-// ones it needs: one per standby, for ordinals 0 to replicas-1 other than
-// the primary's own. It returns the slots to create and the slots of the
-// operator's own to drop (those of removed standbys, and the primary's own
-// slot left from when it was a standby's primary), each sorted.
-func Slots(existing []string, primaryOrdinal, replicas int) (create, drop []string) {
-	want := make(map[string]bool, replicas)
-	for i := range replicas {
-		if i != primaryOrdinal {
-			want[SlotName(i)] = true
-		}
-	}
-	have := make(map[string]bool, len(existing))
-	for _, s := range existing {
-		have[s] = true
-		if strings.HasPrefix(s, SlotPrefix) && !want[s] {
-			drop = append(drop, s)
-		}
-	}
-	for s := range want {
-		if !have[s] {
-			create = append(create, s)
-		}
-	}
-	slices.Sort(create)
-	slices.Sort(drop)
-	return create, drop
-}
+func SlotName(ordinal int) string { return SlotPrefix + strconv.Itoa(ordinal) }
 
 // ScalePlan is the outcome of ScaleDown.
 type ScalePlan struct {
@@ -54,10 +25,9 @@ type ScalePlan struct {
 	// StatefulSet is scaled down, because the primary would be removed.
 	SwitchoverTo string
 	// Remove are the pods the StatefulSet removes, highest ordinal first.
+	// Their slots go with them: the primary's Spec no longer names them,
+	// and its agent drops them.
 	Remove []string
-	// DropSlots are the replication slots to drop on the primary once the
-	// removed pods are gone.
-	DropSlots []string
 }
 
 // ScaleDown plans scaling c down to replicas pods at now. A StatefulSet
@@ -81,7 +51,6 @@ func ScaleDown(c Cluster, replicas int, now time.Time) (ScalePlan, error) {
 	for _, in := range sorted {
 		if in.Ordinal >= replicas {
 			plan.Remove = append(plan.Remove, in.Name)
-			plan.DropSlots = append(plan.DropSlots, SlotName(in.Ordinal))
 		} else {
 			stays.Instances = append(stays.Instances, in)
 		}
@@ -93,6 +62,5 @@ func ScaleDown(c Cluster, replicas int, now time.Time) (ScalePlan, error) {
 		}
 		plan.SwitchoverTo = target.Name
 	}
-	slices.Sort(plan.DropSlots)
 	return plan, nil
 }

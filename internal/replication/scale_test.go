@@ -20,7 +20,7 @@ func TestScaleDown(t *testing.T) {
 			name:     "removes the highest ordinals",
 			c:        cluster(pod(0, asPrimary), pod(1), pod(2)),
 			replicas: 1,
-			want:     ScalePlan{Remove: []string{"orders-2", "orders-1"}, DropSlots: []string{"dbkeeper_standby_1", "dbkeeper_standby_2"}},
+			want:     ScalePlan{Remove: []string{"orders-2", "orders-1"}},
 		},
 		{
 			name:     "removes nothing when scaling to the current size",
@@ -32,7 +32,7 @@ func TestScaleDown(t *testing.T) {
 			c: Cluster{Primary: "orders-2", Timeline: 4, Instances: []Instance{
 				pod(0, agent(onOrders2)), pod(1, agent(onOrders2), at("0/3000100", "0/3000100")), pod(2, asPrimary)}},
 			replicas: 2,
-			want:     ScalePlan{SwitchoverTo: "orders-1", Remove: []string{"orders-2"}, DropSlots: []string{"dbkeeper_standby_2"}},
+			want:     ScalePlan{SwitchoverTo: "orders-1", Remove: []string{"orders-2"}},
 		},
 		{
 			name: "never switches over to a standby that is removed too",
@@ -62,60 +62,8 @@ func TestScaleDown(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ScaleDown: %v", err)
 			}
-			if got.SwitchoverTo != tt.want.SwitchoverTo || !slices.Equal(got.Remove, tt.want.Remove) ||
-				!slices.Equal(got.DropSlots, tt.want.DropSlots) {
+			if got.SwitchoverTo != tt.want.SwitchoverTo || !slices.Equal(got.Remove, tt.want.Remove) {
 				t.Errorf("ScaleDown = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestSlots(t *testing.T) {
-	tests := []struct {
-		name                 string
-		existing             []string
-		primary, replicas    int
-		wantCreate, wantDrop []string
-	}{
-		{
-			name:       "creates one slot per standby and none for the primary",
-			primary:    1,
-			replicas:   3,
-			wantCreate: []string{"dbkeeper_standby_0", "dbkeeper_standby_2"},
-		},
-		{
-			name:     "keeps the slots that are needed",
-			existing: []string{"dbkeeper_standby_1", "dbkeeper_standby_2"},
-			primary:  0,
-			replicas: 3,
-		},
-		{
-			name:     "drops the slots of removed standbys and the primary's own old slot",
-			existing: []string{"dbkeeper_standby_0", "dbkeeper_standby_1", "dbkeeper_standby_2", "dbkeeper_standby_3"},
-			primary:  1,
-			replicas: 3,
-			wantDrop: []string{"dbkeeper_standby_1", "dbkeeper_standby_3"},
-		},
-		{
-			name:       "never touches slots the operator did not make",
-			existing:   []string{"debezium", "standby_9", "dbkeeper_standby_1"},
-			primary:    0,
-			replicas:   2,
-			wantCreate: nil,
-		},
-		{
-			name:     "a single server needs no slot",
-			existing: []string{"dbkeeper_standby_1"},
-			primary:  0,
-			replicas: 1,
-			wantDrop: []string{"dbkeeper_standby_1"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			create, drop := Slots(tt.existing, tt.primary, tt.replicas)
-			if !slices.Equal(create, tt.wantCreate) || !slices.Equal(drop, tt.wantDrop) {
-				t.Errorf("Slots = create %q drop %q, want create %q drop %q", create, drop, tt.wantCreate, tt.wantDrop)
 			}
 		})
 	}

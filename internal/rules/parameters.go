@@ -20,12 +20,9 @@ var ownedParameterHints = map[string]string{
 	"port": "set spec.port instead",
 }
 
-// normalizeParameter returns the setting a parameter key names. Both engines
-// match setting names case-insensitively, and on the command line, where
-// dbkeeper passes them, treat '-' like '_'.
-func normalizeParameter(key string) string {
-	return strings.ReplaceAll(strings.ToLower(key), "-", "_")
-}
+// normalizeParameter returns the setting a parameter key names
+// (catalog.NormalizeParameter).
+func normalizeParameter(key string) string { return catalog.NormalizeParameter(key) }
 
 // validateParameters checks spec.parameters: bounded in number and size,
 // keys that are setting names, values that fit on a command line, no two keys

@@ -51,6 +51,7 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(databaseNamePath, spec.DatabaseName, engine, databaseNameRules, &errs)
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
+	validateWALKeep(engine, spec, &errs)
 	validateDeletionPolicy(spec, &errs)
 	validatePrimary(db, &errs)
 	validateFailoverTimeout(engine, spec, &errs)

@@ -18,7 +18,8 @@ const endOfLifeNotice = 90 * 24 * time.Hour
 
 // stateWarnings returns the warnings about newDB as it would be stored: its
 // version's end of life, and, on create (oldDB nil) or when the field changes
-// to it, a single replica of a replicated engine and deletionPolicy Delete.
+// to it, a single replica of a replicated engine, a risky bound of a
+// replication slot's WAL (walKeepWarning) and deletionPolicy Delete.
 // The order is fixed.
 func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 	var warnings []string
@@ -28,6 +29,9 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 	}
 	engine, _ := catalog.LookupEngine(spec.Engine)
 	if w := warnSingleReplica(engine, oldDB, spec); w != "" {
+		warnings = append(warnings, w)
+	}
+	if w := walKeepWarning(engine, spec); w != "" && (oldDB == nil || walKeepWarning(engine, &oldDB.Spec) != w) {
 		warnings = append(warnings, w)
 	}
 	if spec.DeletionPolicy == dbv1.DeletionPolicyDelete && (oldDB == nil || oldDB.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete) {

@@ -1,0 +1,61 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+)
+
+// reconcileDisruptionBudget applies the PodDisruptionBudget of a Database
+// with more than one pod (desired.PodDisruptionBudget), and deletes the
+// one it controls once the Database is a single server again. The
+// StatefulSet's replicas count, which holdPrimary may keep above
+// spec.replicas while the primary moves: the budget protects the pods
+// that exist.
+func (r *DatabaseReconciler) reconcileDisruptionBudget(ctx context.Context, s *scope) childObservation {
+	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.PodDisruptionBudgetName(s.spec)}
+	live := &policyv1.PodDisruptionBudget{}
+	if !desired.WantsPodDisruptionBudget(s.obs.replicas) {
+		return childObservation{err: r.deleteDisruptionBudget(ctx, s, key, live)}
+	}
+	want := desired.PodDisruptionBudget(s.spec)
+	c := child{
+		key: key, live: live, want: want,
+		owned: func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(live, desired.FieldManager) },
+	}
+	res, err := r.findOrCreate(ctx, s, c)
+	if err == nil && res.found {
+		res, err = r.update(ctx, s, c)
+	}
+	return childObservation{err: err, blocked: res.blocked}
+}
+
+// deleteDisruptionBudget deletes the PodDisruptionBudget key when db
+// controls it; one that another object controls, or nobody, is left alone.
+func (r *DatabaseReconciler) deleteDisruptionBudget(ctx context.Context, s *scope, key client.ObjectKey, live *policyv1.PodDisruptionBudget) error {
+	found, err := r.getCached(ctx, key, live)
+	if err != nil || !found {
+		return err
+	}
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != s.db.UID {
+		return nil
+	}
+	err = r.Client.Delete(ctx, live, client.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deleting PodDisruptionBudget %s: %w", key.Name, err)
+	}
+	kind := r.kindOf(live)
+	childWrites.WithLabelValues(kind.Kind, "delete").Inc()
+	s.wrote("Deleted", kind, key.Name, fmt.Sprintf("deleted PodDisruptionBudget %s: the Database has one pod", key.Name))
+	return nil
+}
