@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/replication"
@@ -27,16 +28,25 @@ type Agent struct {
 	kickCh chan struct{}
 	log    *log.Logger
 
-	mu       sync.Mutex
-	spec     *Spec
-	specGen  int // incremented by every PUT
-	fenceGen int // specGen at the last fence: that Spec may not undo it
-	st       persisted
-	phase    Phase
-	lastErr  string
-	notice   string // a sticky report (a re-clone), until the Spec changes
-	srv      *server
-	mode     runMode // how the server was last started or promoted
+	// acceptMu serializes the PUTs of a Spec, saveMu the writes of the
+	// state file (each writes the newest state).
+	acceptMu, saveMu sync.Mutex
+
+	mu      sync.Mutex
+	spec    *Spec
+	specGen int // incremented by every PUT
+	// fenceGen is specGen at the last fence: with no terms (an operator
+	// that sends none) that Spec may not undo it.
+	fenceGen int
+	// fences counts the fences since the agent started: an action decided
+	// before a fence that would make the server writable is not taken.
+	fences  int
+	st      persisted
+	phase   Phase
+	lastErr string
+	notice  string // a sticky report (a re-clone), until the Spec changes
+	srv     *server
+	mode    runMode // how the server was last started or promoted
 	// runUpstream and runSlot are the running standby's primary_conninfo
 	// host and slot.
 	runUpstream, runSlot string
@@ -49,14 +59,16 @@ type Agent struct {
 	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
 	standbySince  time.Time       // when the server last started as a standby of an upstream
 	replies       map[string]replySeen
-	seen          []slotSeen
-	startGen      int         // incremented by every start and promotion
-	ensured       int         // startGen of the last successful primary setup, -1 none
-	nextStart     time.Time   // no restart before, after an unexpected exit
-	fatal         *StartError // a server that exited at its every start ends the agent
-	failedStarts  int         // consecutive starts the server exited at
-	retryAt       time.Time   // no new attempt before, after a failed action
-	retryGen      int         // specGen of that failure
+	// poll is the last observation of the primary's slots, with the time
+	// of the poll that made it; a failed poll clears it.
+	slotPoll     slotPoll
+	startGen     int         // incremented by every start and promotion
+	ensured      int         // startGen of the last successful primary setup, -1 none
+	nextStart    time.Time   // no restart before, after an unexpected exit
+	fatal        *StartError // a server that exited at its every start ends the agent
+	failedStarts int         // consecutive starts the server exited at
+	retryAt      time.Time   // no new attempt before, after a failed action
+	retryGen     int         // specGen of that failure
 	// diverged is true once the server refused to start as a standby past
 	// its timeline's fork (StartError.Diverged), until it starts again:
 	// the next Spec with an upstream rewinds it.
@@ -116,6 +128,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	go a.procs.reap(ctx)
+	go a.watchdog(ctx)
 
 	a.mu.Lock()
 	a.st = st
@@ -201,6 +214,8 @@ func (a *Agent) isDiverged() bool {
 }
 
 func (a *Agent) saveState() error {
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
 	a.mu.Lock()
 	st := a.st
 	a.mu.Unlock()
@@ -270,14 +285,26 @@ func (a *Agent) running() bool {
 	default:
 		return true
 	}
-	a.logf("the server exited unexpectedly: %v", srv.err)
+	a.mu.Lock()
+	fenced := a.st.Fenced
+	a.mu.Unlock()
+	if fenced {
+		a.logf("the server stopped: fenced")
+	} else {
+		a.logf("the server exited unexpectedly: %v", srv.err)
+	}
 	a.db.close()
 	a.mu.Lock()
 	if srv.diverged() {
 		a.diverged = true
 	}
-	a.srv = nil
+	if a.srv == srv {
+		a.srv = nil
+	}
 	a.phase = PhaseStopped
+	if a.st.Fenced {
+		a.phase = PhaseFenced
+	}
 	a.streamingNow = false
 	a.nextStart = time.Now().Add(2 * time.Second)
 	a.mu.Unlock()
@@ -297,10 +324,7 @@ func (a *Agent) step(ctx context.Context) {
 		s := *a.spec
 		spec = &s
 	}
-	remaining := time.Until(a.leaseDeadline)
-	noLease := a.leaseDeadline.IsZero()
-	exempt := running && spec != nil && leaseExempt(spec.Slots, a.seen)
-	fence := mustFence(a.mode, a.st, noLease, remaining, exempt)
+	fences := a.fences
 	cur := current{
 		HaveData: a.haveData(), Running: running, Mode: a.mode,
 		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
@@ -315,10 +339,6 @@ func (a *Agent) step(ctx context.Context) {
 		a.st.Initializing = false
 		a.mu.Unlock()
 		a.recordErr(a.saveState())
-	}
-	if fence {
-		a.recordErr(a.fence(fmt.Sprintf("the primary lease ran out %.1f s ago and not every standby streams", -remaining.Seconds())))
-		return
 	}
 	if spec == nil {
 		// Before any Spec: restart the server as it was after an exit.
@@ -341,7 +361,7 @@ func (a *Agent) step(ctx context.Context) {
 	if act != actNone {
 		a.logf("converging on %s: %s", describeSpec(*spec), act)
 	}
-	err := a.apply(ctx, act, *spec)
+	err := a.apply(ctx, act, *spec, fences)
 	if err == nil && spec.Role == RolePrimary && (act == actNone || act == actPromote || act == actStartPrimary) {
 		err = a.setupPrimary(ctx, *spec)
 	}
@@ -373,8 +393,9 @@ func describeSpec(s Spec) string {
 	return string(s.Role)
 }
 
-// apply takes one action.
-func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
+// apply takes one action, decided when the agent had fenced the server
+// fences times.
+func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) error {
 	switch act {
 	case actNone:
 		return nil
@@ -387,7 +408,13 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 			return nil
 		}
 		if spec.Role == RolePrimary {
-			return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
+			a.mu.Lock()
+			st := a.st
+			a.mu.Unlock()
+			if spec.Term == 0 && st.Term == 0 {
+				return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
+			}
+			return fmt.Errorf("fenced in term %d: only a primary spec of a later term makes it primary", st.FencedTerm)
 		}
 		if a.isDiverged() {
 			return errors.New("the server refused to start past the fork of its upstream's timeline: send a replica Spec with an upstream to rewind it from")
@@ -408,6 +435,11 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec) error {
 		return a.becomeStandby(ctx, spec)
 	case actStartPrimary, actPromote:
 		a.mu.Lock()
+		if a.fences != fences {
+			// The watchdog fenced the server after this was decided.
+			a.mu.Unlock()
+			return errors.New("fenced while making the server a primary: deciding again")
+		}
 		a.st.Role, a.st.Fenced, a.st.HasSlots = RolePrimary, false, len(spec.Slots) > 0
 		a.st.Upstream, a.st.Slot, a.st.Detached = "", "", false
 		a.mu.Unlock()
@@ -561,16 +593,85 @@ func (a *Agent) reclone(ctx context.Context, spec Spec) error {
 	return a.becomeStandby(ctx, spec)
 }
 
-// fence stops the server (immediately after 10 s) and keeps it down.
+// fence stops the server (immediately after 10 s) and keeps it down:
+// the fence is persisted first, in the highest term seen.
 func (a *Agent) fence(reason string) error {
 	a.logf("fencing: %s", reason)
+	a.markFenced()
+	err := a.saveState()
 	a.stopServer(10 * time.Second)
+	a.setPhase(PhaseFenced)
+	return err
+}
+
+// markFenced records a fence in memory; the caller persists it.
+func (a *Agent) markFenced() {
 	a.mu.Lock()
-	a.st.Fenced = true
+	defer a.mu.Unlock()
+	a.st.Fenced, a.st.FencedTerm = true, a.st.Term
 	a.fenceGen = a.specGen
+	a.fences++
 	a.phase = PhaseFenced
-	a.mu.Unlock()
-	return a.saveState()
+}
+
+// watchdogInterval is how often the fence watchdog checks the lease.
+const watchdogInterval = 100 * time.Millisecond
+
+// watchdog runs until ctx ends, apart from the loop and from every SQL
+// call: when the primary's lease ran out and the last slot poll is not a
+// fresh exemption (watchdogFence), it persists the fence and stops the
+// server at once, with a fast shutdown, then an immediate one after 2 s.
+// The loop then finds the server stopped and fenced, and does not start it
+// as a primary again until a Spec of a later term.
+func (a *Agent) watchdog(ctx context.Context) {
+	t := time.NewTicker(watchdogInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		a.mu.Lock()
+		var want []string
+		if a.spec != nil {
+			want = a.spec.Slots
+		}
+		if !watchdogFence(a.mode, a.st, a.leaseDeadline, want, a.slotPoll, now) {
+			a.mu.Unlock()
+			continue
+		}
+		over, pollAge := now.Sub(a.leaseDeadline), now.Sub(a.slotPoll.At)
+		polled := !a.slotPoll.At.IsZero()
+		srv := a.srv
+		a.mu.Unlock()
+		a.markFenced()
+		if srv != nil {
+			_ = srv.cmd.Process.Signal(syscall.SIGINT)
+		}
+		why := "the last slot poll failed"
+		if polled {
+			why = fmt.Sprintf("the last slot poll is %.1f s old or not every standby streams", pollAge.Seconds())
+		}
+		a.logf("fencing: the primary lease ran out %.1f s ago and %s", over.Seconds(), why)
+		a.recordErr(a.saveState())
+		if srv == nil {
+			continue
+		}
+		select {
+		case <-srv.done:
+		case <-time.After(2 * time.Second):
+			a.logf("the server did not stop within 2 s of the fence: immediate shutdown")
+			_ = srv.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-srv.done:
+			case <-time.After(10 * time.Second):
+				_ = srv.cmd.Process.Kill()
+			}
+		}
+		a.kick()
+	}
 }
 
 // setupPrimary makes the primary serve its standbys: the replication role
@@ -602,8 +703,11 @@ func (a *Agent) setupPrimary(ctx context.Context, spec Spec) error {
 		a.poll(ctx)
 	}
 	a.mu.Lock()
-	seen := slices.Clone(a.seen)
+	seen, polled := slices.Clone(a.slotPoll.Seen), !a.slotPoll.At.IsZero()
 	a.mu.Unlock()
+	if !polled {
+		return errors.New("could not list the replication slots: will try again")
+	}
 	for _, name := range slotsToCreate(spec.Slots, seen) {
 		if err := a.db.createSlot(ctx, name); err != nil {
 			return fmt.Errorf("creating slot %s: %w", name, err)
@@ -638,12 +742,14 @@ func (a *Agent) poll(ctx context.Context) {
 		return
 	}
 	rows, err := a.db.slots(ctx)
-	if err != nil {
-		return
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.seen = a.seen[:0]
+	if err != nil {
+		// Fail closed: no observation, no exemption from the lease.
+		a.slotPoll = slotPoll{}
+		return
+	}
+	seen := make([]slotSeen, 0, len(rows))
 	for _, r := range rows {
 		ago := time.Duration(-1)
 		if r.ReplyTime != nil {
@@ -659,6 +765,7 @@ func (a *Agent) poll(ctx context.Context) {
 				ago = now.Sub(rs.changed)
 			}
 		}
-		a.seen = append(a.seen, slotSeen{Slot: r.Slot, Active: r.Active, ReplyAgo: ago})
+		seen = append(seen, slotSeen{Slot: r.Slot, Active: r.Active, ReplyAgo: ago})
 	}
+	a.slotPoll = slotPoll{At: now, Seen: seen}
 }

@@ -90,7 +90,8 @@ const (
 	// primary. An empty data directory is cloned from Upstream.
 	RoleReplica = replication.RoleReplica
 	// RoleFenced stops the server and keeps it stopped; the agent will not
-	// start it as a primary again until a Spec names it primary.
+	// start it as a primary again until a primary Spec of a later term
+	// (Spec.Term) names it.
 	RoleFenced = replication.RoleFenced
 )
 
@@ -222,21 +223,21 @@ type Status struct {
 type StuckReason string
 
 const (
-	// StuckIncompatibleVersion: the upstream's server version differs from
+	// StuckIncompatibleVersion means the upstream's server version differs from
 	// the agent's tools (pg_basebackup: incompatible server version).
 	StuckIncompatibleVersion StuckReason = "IncompatibleVersion"
-	// StuckAuthentication: the upstream refused the replication login.
+	// StuckAuthentication means the upstream refused the replication login.
 	StuckAuthentication StuckReason = "AuthenticationFailed"
-	// StuckSlotInvalidated: the standby's slot on the upstream was
+	// StuckSlotInvalidated means the standby's slot on the upstream was
 	// invalidated (max_slot_wal_keep_size) or the WAL it needs is gone.
 	StuckSlotInvalidated StuckReason = "SlotInvalidated"
-	// StuckCloneFailed: cloning failed for another reason.
+	// StuckCloneFailed means cloning failed for another reason.
 	StuckCloneFailed StuckReason = "CloneFailed"
-	// StuckNotStreaming: the standby has not streamed from an upstream that
+	// StuckNotStreaming means the standby has not streamed from an upstream that
 	// answers as a primary for a while, and no fork is proven; the data
 	// directory is kept until a human authorises a re-clone (Spec.Reclone).
 	StuckNotStreaming StuckReason = "NotStreaming"
-	// StuckRewindFailed: pg_rewind failed and no fork is proven.
+	// StuckRewindFailed means pg_rewind failed and no fork is proven.
 	StuckRewindFailed StuckReason = "RewindFailed"
 )
 

@@ -73,7 +73,8 @@ type current struct {
 	// St is the persisted state.
 	St persisted
 	// FencedSinceSpec is true when the server was fenced after the last
-	// Spec arrived: the Spec may not make it a primary again; a new one may.
+	// Spec arrived. It matters only to an operator that sends no terms
+	// (unfences).
 	FencedSinceSpec bool
 	// Diverged is true when the server refused to start as a standby
 	// because its data went past the fork of the timeline it must follow.
@@ -114,7 +115,7 @@ func decide(cur current, spec Spec) action {
 		switch {
 		case !cur.HaveData:
 			return actWait // an empty directory is initialized only at boot (ordinal 0)
-		case cur.FencedSinceSpec:
+		case cur.St.Fenced && !unfences(cur.St, spec, cur.FencedSinceSpec):
 			return actWait
 		case cur.Running && cur.Mode == modePrimary:
 			return actNone
@@ -168,6 +169,39 @@ func decide(cur current, spec Spec) action {
 	return actWait
 }
 
+// unfences reports whether a primary Spec may make a fenced server a
+// primary again: only a Spec of a later term than the fence's (a late or
+// repeated request of the fence's term never does). An operator that sends
+// no terms (Term 0, and the agent has seen none) keeps the rule from before
+// the terms: a Spec that arrived after the fence.
+func unfences(st persisted, spec Spec, fencedSinceSpec bool) bool {
+	if spec.Term > st.FencedTerm {
+		return true
+	}
+	return spec.Term == 0 && st.Term == 0 && !fencedSinceSpec
+}
+
+// specTerm is what the agent does with a Spec's fencing term given the
+// highest it has seen: refuse it (lower), persist it before anything acts
+// on it (higher), or take it as it is.
+type termVerdict int
+
+const (
+	termSame termVerdict = iota
+	termNew
+	termStale
+)
+
+func checkTerm(seen, spec int64) termVerdict {
+	switch {
+	case spec < seen:
+		return termStale
+	case spec > seen:
+		return termNew
+	}
+	return termSame
+}
+
 // slotSeen is a primary's view of one of its standby slots.
 type slotSeen struct {
 	Slot   string
@@ -177,20 +211,42 @@ type slotSeen struct {
 	ReplyAgo time.Duration
 }
 
-// leaseExempt is true when every slot the Spec lists is active and its
-// standby replied within ExemptReplyWindow: a standby streaming from this
-// primary has not been promoted, so it may stay writable without a lease.
-func leaseExempt(want []string, seen []slotSeen) bool {
-	if len(want) == 0 {
+// slotPoll is the primary's last observation of its slots: At is when
+// the poll that produced Seen ran, zero when there was none or the last
+// one failed.
+type slotPoll struct {
+	At   time.Time
+	Seen []slotSeen
+}
+
+// leaseExempt is true when the last poll of the slots is fresh (younger
+// than ExemptReplyWindow) and saw every slot the Spec lists active, its
+// standby having replied within ExemptReplyWindow: a standby streaming from
+// this primary has not been promoted, so it may stay writable without a
+// lease. A failed, blocked or slow poll exempts nothing: the lease fails
+// closed.
+func leaseExempt(want []string, poll slotPoll, now time.Time) bool {
+	if len(want) == 0 || poll.At.IsZero() || now.Sub(poll.At) >= ExemptReplyWindow {
 		return false
 	}
 	for _, name := range want {
-		i := slices.IndexFunc(seen, func(s slotSeen) bool { return s.Slot == name })
-		if i < 0 || !seen[i].Active || seen[i].ReplyAgo < 0 || seen[i].ReplyAgo > ExemptReplyWindow {
+		i := slices.IndexFunc(poll.Seen, func(s slotSeen) bool { return s.Slot == name })
+		if i < 0 {
+			return false
+		}
+		s := poll.Seen[i]
+		if !s.Active || s.ReplyAgo < 0 || s.ReplyAgo > ExemptReplyWindow {
 			return false
 		}
 	}
 	return true
+}
+
+// watchdogFence is the fence watchdog's decision at now: the lease that
+// the last primary Spec granted (deadline, zero for none) ran out and the
+// last poll of the slots does not exempt the primary.
+func watchdogFence(mode runMode, st persisted, deadline time.Time, want []string, poll slotPoll, now time.Time) bool {
+	return mustFence(mode, st, deadline.IsZero(), deadline.Sub(now), leaseExempt(want, poll, now))
 }
 
 // mustFence is the lease check: a server that runs (or last ran) as a

@@ -42,6 +42,7 @@ func TestDecide(t *testing.T) {
 	runningPrimary := current{HaveData: true, Running: true, Mode: modePrimary, St: persisted{Role: RolePrimary, HasSlots: true}}
 	standbyOfB := current{HaveData: true, Running: true, Mode: modeStandby, Upstream: "b", Slot: SlotPrefix + "0", St: persisted{Role: RoleReplica, Upstream: "b"}}
 	with := func(c current, f func(*current)) current { f(&c); return c }
+	inTerm := func(s Spec, term int64) Spec { s.Term = term; return s }
 	for _, tc := range []struct {
 		name string
 		cur  current
@@ -51,8 +52,19 @@ func TestDecide(t *testing.T) {
 		{"a running primary told primary is converged", runningPrimary, primary, actNone},
 		{"a standby told primary is promoted", standbyOfB, primary, actPromote},
 		{"a stopped server told primary starts writable", with(standbyOfB, func(c *current) { c.Running = false }), primary, actStartPrimary},
-		{"a server fenced after this Spec is not made primary by it", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), primary, actWait},
-		{"a server fenced before this Spec is made primary", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced = false, true }), primary, actStartPrimary},
+		{"with no terms, a server fenced after this Spec is not made primary by it", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), primary, actWait},
+		{"with no terms, a server fenced before this Spec is made primary", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced = false, true }), primary, actStartPrimary},
+		{"a server fenced in term 5 is not made primary by a Spec of term 5", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), inTerm(primary, 5), actWait},
+		{"a server fenced in term 5 is not made primary by a later Spec of term 5", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), inTerm(primary, 5), actWait},
+		{"a fenced standby is not promoted by a Spec of the fence's term", with(standbyOfB, func(c *current) { c.St.Fenced, c.St.Term, c.St.FencedTerm = true, 5, 5 }), inTerm(primary, 5), actWait},
+		{"a server fenced in term 5 is made primary by a Spec of term 6", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 6, 5 }), inTerm(primary, 6), actStartPrimary},
+		{"a server fenced in term 5 is made primary by term 6 even if fenced after it arrived", with(runningPrimary, func(c *current) {
+			c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm, c.FencedSinceSpec = false, true, 6, 5, true
+		}), inTerm(primary, 6), actStartPrimary},
+		{"a server fenced with no term is made primary by a Spec of term 1", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), inTerm(primary, 1), actStartPrimary},
+		{"a server fenced in term 5 is not made primary by a Spec with no term", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), primary, actWait},
+		{"a server fenced in term 5 rejoins as a standby with a replica Spec of term 5", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), inTerm(replicaOfB, 5), actRewind},
+		{"a primary not fenced stays primary with a Spec of its term", with(runningPrimary, func(c *current) { c.St.Term, c.St.FencedTerm = 5, 3 }), inTerm(primary, 5), actNone},
 		{"an empty directory is never initialized by a Spec", current{}, primary, actWait},
 		{"an empty directory told replica is cloned", current{}, replicaOfB, actClone},
 		{"an empty directory told detached waits", current{}, detached, actWait},
@@ -89,26 +101,58 @@ func TestDecide(t *testing.T) {
 
 func TestLease(t *testing.T) {
 	slots := []string{SlotPrefix + "1", SlotPrefix + "2"}
+	now := time.Unix(1000, 0)
 	fresh := func(name string) slotSeen { return slotSeen{Slot: name, Active: true, ReplyAgo: time.Second} }
+	polled := func(ago time.Duration, seen ...slotSeen) slotPoll { return slotPoll{At: now.Add(-ago), Seen: seen} }
 	for _, tc := range []struct {
 		name string
-		seen []slotSeen
+		poll slotPoll
 		want bool
 	}{
-		{"every slot active with a recent reply", []slotSeen{fresh(slots[0]), fresh(slots[1])}, true},
-		{"a slot missing", []slotSeen{fresh(slots[0])}, false},
-		{"a slot inactive", []slotSeen{fresh(slots[0]), {Slot: slots[1], ReplyAgo: time.Second}}, false},
-		{"a reply too old", []slotSeen{fresh(slots[0]), {Slot: slots[1], Active: true, ReplyAgo: 3 * time.Second}}, false},
-		{"a reply never seen advancing", []slotSeen{fresh(slots[0]), {Slot: slots[1], Active: true, ReplyAgo: -1}}, false},
+		{"every slot active with a recent reply, polled just now", polled(100*time.Millisecond, fresh(slots[0]), fresh(slots[1])), true},
+		{"a slot missing", polled(0, fresh(slots[0])), false},
+		{"a slot inactive", polled(0, fresh(slots[0]), slotSeen{Slot: slots[1], ReplyAgo: time.Second}), false},
+		{"a reply too old", polled(0, fresh(slots[0]), slotSeen{Slot: slots[1], Active: true, ReplyAgo: 3 * time.Second}), false},
+		{"a reply never seen advancing", polled(0, fresh(slots[0]), slotSeen{Slot: slots[1], Active: true, ReplyAgo: -1}), false},
+		{"the last poll failed (cleared)", slotPoll{}, false},
+		{"a good observation from a poll older than the window (a blocked poll)", polled(ExemptReplyWindow, fresh(slots[0]), fresh(slots[1])), false},
+		{"a good observation from a poll 5 s ago", polled(5*time.Second, fresh(slots[0]), fresh(slots[1])), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := leaseExempt(slots, tc.seen); got != tc.want {
+			if got := leaseExempt(slots, tc.poll, now); got != tc.want {
 				t.Errorf("leaseExempt = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if leaseExempt(nil, nil) {
+	if leaseExempt(nil, polled(0), now) {
 		t.Error("a primary with no slots listed is exempt; it has no lease to be exempt from")
+	}
+
+	// The watchdog's decision.
+	good := polled(200*time.Millisecond, fresh(slots[0]), fresh(slots[1]))
+	primarySt := persisted{Role: RolePrimary, HasSlots: true}
+	for _, tc := range []struct {
+		name     string
+		mode     runMode
+		st       persisted
+		deadline time.Time
+		poll     slotPoll
+		want     bool
+	}{
+		{"lease ran out, the last poll failed: fence", modePrimary, primarySt, now.Add(-time.Millisecond), slotPoll{}, true},
+		{"lease ran out, the observation is stale (a poll blocked for 3 s): fence", modePrimary, primarySt, now.Add(-time.Second), polled(3*time.Second, fresh(slots[0]), fresh(slots[1])), true},
+		{"lease ran out, a fresh exempting poll: no fence", modePrimary, primarySt, now.Add(-time.Minute), good, false},
+		{"lease ran out, a fresh poll with a standby gone: fence", modePrimary, primarySt, now.Add(-time.Second), polled(0, fresh(slots[0])), true},
+		{"no lease granted: no fence", modePrimary, primarySt, time.Time{}, slotPoll{}, false},
+		{"lease still running, the poll failed: no fence yet", modePrimary, primarySt, now.Add(time.Second), slotPoll{}, false},
+		{"already fenced: not again", modePrimary, persisted{Role: RolePrimary, HasSlots: true, Fenced: true}, now.Add(-time.Second), slotPoll{}, false},
+		{"a standby (a promotion still running) has no lease", modeStandby, primarySt, now.Add(-time.Second), slotPoll{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := watchdogFence(tc.mode, tc.st, tc.deadline, slots, tc.poll, now); got != tc.want {
+				t.Errorf("watchdogFence = %v, want %v", got, tc.want)
+			}
+		})
 	}
 
 	p := persisted{Role: RolePrimary, HasSlots: true}
@@ -134,6 +178,19 @@ func TestLease(t *testing.T) {
 				t.Errorf("mustFence = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCheckTerm(t *testing.T) {
+	for _, tc := range []struct {
+		seen, spec int64
+		want       termVerdict
+	}{
+		{0, 0, termSame}, {0, 1, termNew}, {5, 5, termSame}, {5, 6, termNew}, {5, 4, termStale}, {5, 0, termStale},
+	} {
+		if got := checkTerm(tc.seen, tc.spec); got != tc.want {
+			t.Errorf("checkTerm(seen %d, spec %d) = %v, want %v", tc.seen, tc.spec, got, tc.want)
+		}
 	}
 }
 
@@ -193,7 +250,7 @@ func TestStateFileRoundTrip(t *testing.T) {
 	if _, ok, err := readState(path); ok || err != nil {
 		t.Fatalf("no file: ok=%v err=%v", ok, err)
 	}
-	want := persisted{Role: RolePrimary, HasSlots: true, Fenced: true, Upstream: "b", Slot: "s", StoppedLSN: "0/3000028"}
+	want := persisted{Role: RolePrimary, HasSlots: true, Fenced: true, Term: 7, FencedTerm: 6, Reclone: "db-1=x", Upstream: "b", Slot: "s", StoppedLSN: "0/3000028"}
 	if err := writeState(path, want); err != nil {
 		t.Fatal(err)
 	}

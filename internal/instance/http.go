@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,13 +59,42 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("role %q: want %s, %s or %s", spec.Role, RolePrimary, RoleReplica, RoleFenced), http.StatusBadRequest)
 		return
 	}
-	a.accept(spec, time.Now())
+	if err := a.accept(spec, time.Now()); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrStaleTerm) {
+			code = http.StatusConflict
+		}
+		http.Error(w, err.Error(), code)
+		return
+	}
 	a.kick()
 	a.writeStatus(w, r.Context())
 }
 
-// accept records spec; a primary's lease starts now.
-func (a *Agent) accept(spec Spec, now time.Time) {
+// accept records spec; a primary's lease starts now. A Spec of a lower
+// term than the highest the agent has seen is refused (ErrStaleTerm); a
+// higher term is persisted before the Spec is recorded, so that neither
+// the answer nor the loop acts on a term a restart would forget.
+func (a *Agent) accept(spec Spec, now time.Time) error {
+	a.acceptMu.Lock()
+	defer a.acceptMu.Unlock()
+	a.mu.Lock()
+	seen := a.st.Term
+	a.mu.Unlock()
+	switch checkTerm(seen, spec.Term) {
+	case termStale:
+		return fmt.Errorf("%w: the Spec's term %d is below term %d, the highest this agent has seen: a late or duplicated request, or one from an operator that is no longer the leader; nothing was changed",
+			ErrStaleTerm, spec.Term, seen)
+	case termNew:
+		a.mu.Lock()
+		a.st.Term = spec.Term
+		a.mu.Unlock()
+		if err := a.saveState(); err != nil {
+			// The higher term stays in memory: refusing what is older
+			// is safe. The Spec is not recorded.
+			return fmt.Errorf("persisting term %d: %w", spec.Term, err)
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.spec == nil || !reflect.DeepEqual(*a.spec, spec) {
@@ -79,6 +109,7 @@ func (a *Agent) accept(spec Spec, now time.Time) {
 			a.leaseDeadline = time.Time{}
 		}
 	}
+	return nil
 }
 
 func (a *Agent) serveStatus(w http.ResponseWriter, r *http.Request) {
@@ -101,6 +132,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		Fenced:     a.st.Fenced,
 		StoppedLSN: a.st.StoppedLSN,
 		Error:      a.lastErr,
+		Term:       a.st.Term,
 	}
 	if s.Error == "" {
 		s.Error = a.notice
@@ -163,7 +195,7 @@ func (a *Agent) status(ctx context.Context) Status {
 			continue
 		}
 		sb := Standby{Slot: r.Slot, Active: r.Active, Name: r.Name, SentLSN: r.SentLSN, FlushLSN: r.FlushLSN,
-			ReplayLSN: r.Replay, LagBytes: r.LagBytes, LagSeconds: r.LagSeconds}
+			ReplayLSN: r.Replay, LagBytes: r.LagBytes, LagSeconds: r.LagSeconds, WALStatus: r.WALStatus}
 		if rs, ok := replies[r.Slot]; ok && !rs.changed.IsZero() {
 			ago := now.Sub(rs.changed).Seconds()
 			sb.ReplySecondsAgo = &ago

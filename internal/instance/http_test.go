@@ -1,8 +1,13 @@
 package instance
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,4 +57,69 @@ func TestHTTP(t *testing.T) {
 	if !a.leaseDeadline.IsZero() {
 		t.Error("a primary Spec with no slots kept a lease")
 	}
+}
+
+// TestHTTPTerms checks the fencing term: a higher term is on the data
+// volume before the PUT is answered, a lower one is refused with 409 and
+// changes nothing, and a term that cannot be persisted records no Spec.
+func TestHTTPTerms(t *testing.T) {
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state.json")
+	a := New(Config{Token: "secret", PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", StateFile: statePath})
+	a.phase = PhaseWaiting
+	h := a.Handler()
+	put := func(body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPut, PathSpec, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer secret")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := put(`{"role":"replica","upstream":"b","term":3}`); rec.Code != http.StatusOK {
+		t.Fatalf("term 3: %d %s", rec.Code, rec.Body)
+	}
+	// Persisted before the answer: the file holds it now.
+	st, ok, err := readState(statePath)
+	if err != nil || !ok || st.Term != 3 {
+		t.Fatalf("after the answer the state file has term %d (ok %v, %v), want 3", st.Term, ok, err)
+	}
+	var s Status
+	if rec := put(`{"role":"replica","upstream":"b","term":3}`); rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &s) != nil || s.Term != 3 {
+		t.Fatalf("the same term again: %d %s", rec.Code, rec.Body)
+	}
+	rec := put(`{"role":"primary","term":2}`)
+	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "below term 3") {
+		t.Fatalf("a stale term: %d %s, want 409 naming term 3", rec.Code, rec.Body)
+	}
+	if a.spec.Role != RoleReplica || a.spec.Term != 3 {
+		t.Errorf("a stale Spec was recorded: %+v", a.spec)
+	}
+	if rec := put(`{"role":"primary"}`); rec.Code != http.StatusConflict {
+		t.Errorf("a Spec with no term after term 3: %d, want 409", rec.Code)
+	}
+	// The client maps 409 to ErrStaleTerm.
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := &Client{HTTP: &http.Client{Transport: rewriteTo(srv.URL)}}
+	if _, err := c.Apply(context.Background(), "127.0.0.1", "secret", Spec{Role: RolePrimary, Term: 1}); !errors.Is(err, ErrStaleTerm) {
+		t.Errorf("client error %v, want ErrStaleTerm", err)
+	}
+	// A higher term that cannot be persisted: 500, and the Spec is not
+	// recorded.
+	a.cfg.StateFile = filepath.Join(dir, "missing", "state.json")
+	if rec := put(`{"role":"primary","term":4}`); rec.Code != http.StatusInternalServerError {
+		t.Errorf("an unpersistable term: %d %s, want 500", rec.Code, rec.Body)
+	}
+	if a.spec.Role != RoleReplica {
+		t.Errorf("a Spec whose term was not persisted was recorded: %+v", a.spec)
+	}
+}
+
+// rewriteTo sends every request to the test server at base.
+type rewriteTo string
+
+func (b rewriteTo) RoundTrip(r *http.Request) (*http.Response, error) {
+	u, _ := url.Parse(string(b))
+	r.URL.Scheme, r.URL.Host = u.Scheme, u.Host
+	return http.DefaultTransport.RoundTrip(r)
 }

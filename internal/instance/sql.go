@@ -176,6 +176,8 @@ type slotRow struct {
 	LagBytes                  int64
 	LagSeconds                float64
 	ReplyTime                 *time.Time
+	// WALStatus is pg_replication_slots.wal_status, "" when null.
+	WALStatus string
 }
 
 func (d *db) slots(ctx context.Context) ([]slotRow, error) {
@@ -187,7 +189,8 @@ SELECT s.slot_name, s.active,
        coalesce(r.sent_lsn::text, ''), coalesce(r.flush_lsn::text, ''), coalesce(r.replay_lsn::text, ''),
        coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.replay_lsn), 0)::bigint,
        coalesce(extract(epoch FROM r.replay_lag), 0)::float8,
-       r.reply_time
+       r.reply_time,
+       coalesce(s.wal_status, '')
 FROM pg_replication_slots s
 LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 WHERE s.slot_type = 'physical'
@@ -197,7 +200,7 @@ ORDER BY s.slot_name`)
 		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (slotRow, error) {
 			var s slotRow
-			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime)
+			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime, &s.WALStatus)
 			return s, err
 		})
 		return err

@@ -23,6 +23,16 @@ type persisted struct {
 	// Fenced is true from a fence until a Spec makes the server a primary
 	// or a standby again.
 	Fenced bool `json:"fenced,omitempty"`
+	// Term is the highest fencing term the agent has seen in a Spec
+	// (Spec.Term): a Spec of a lower term is refused. It is written before
+	// the PUT that raised it is answered.
+	Term int64 `json:"term,omitempty"`
+	// FencedTerm is Term at the last fence: only a primary Spec of a
+	// higher term makes the fenced server a primary again.
+	FencedTerm int64 `json:"fencedTerm,omitempty"`
+	// Reclone is the last Spec.Reclone the agent acted on: each distinct
+	// value authorises one re-clone.
+	Reclone string `json:"reclone,omitempty"`
 	// Upstream and Slot are what the standby last followed; Detached is
 	// true when it was told to follow nothing.
 	Upstream string `json:"upstream,omitempty"`
