@@ -1,0 +1,189 @@
+package instance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+)
+
+// pair starts db-0 as the primary of term 1 with db-1 streaming from it
+// through slot1.
+func (c *cluster) pair(lease int32) {
+	c.t.Helper()
+	c.start(0)
+	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
+	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
+	c.start(1)
+	c.waitFor("db-1's agent to answer", 10*time.Second, func() error {
+		_, err := c.client.Status(context.Background(), c.ip(1), token)
+		return err
+	})
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: lease, Term: 1})
+	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
+		_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
+		return err
+	})
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: c.ip(0), Slot: slot1, Term: 1})
+	c.waitFor("db-1 ready as a standby", 60*time.Second, func() error { return c.ready(1) })
+}
+
+// stateFile reads ordinal i's state file.
+func (c *cluster) stateFile(i int) string {
+	data, _ := os.ReadFile(filepath.Join(c.dir(i), "volume", "state.json"))
+	return string(data)
+}
+
+// TestAgentFencingTerm: a Spec of a lower term than the agent has seen is
+// refused with 409 (ErrStaleTerm); a server fenced in term 2 stays fenced
+// when a primary Spec of term 2 arrives after the fence (a late PUT, or
+// the operator re-sending it), and a primary Spec of term 3 makes it a
+// primary again. The term survives a restart of the agent.
+func TestAgentFencingTerm(t *testing.T) {
+	c := newCluster(t)
+	c.pair(60)
+
+	c.apply(0, instance.Spec{Role: instance.RoleFenced, Term: 2})
+	c.waitFor("db-0 fenced", 30*time.Second, func() error {
+		st := c.status(0)
+		if !st.Fenced || st.Phase != instance.PhaseFenced {
+			return fmt.Errorf("phase %s fenced %v", st.Phase, st.Fenced)
+		}
+		return nil
+	})
+	// A primary Spec of the fence's own term, sent after the fence (as an
+	// operator re-sends its Spec, or a PUT delayed past the fence): it is
+	// recorded, but the server stays down.
+	for range 3 {
+		c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 2})
+		time.Sleep(time.Second)
+	}
+	st := c.status(0)
+	if !st.Fenced || st.Phase != instance.PhaseFenced || alive(c.postmasterPID(0)) {
+		t.Fatalf("a primary Spec of the fence's term un-fenced db-0: phase %s fenced %v", st.Phase, st.Fenced)
+	}
+	if !strings.Contains(st.Error, "fenced in term 2: only a primary spec of a later term makes it primary") {
+		t.Errorf("db-0's error %q does not say why it stays fenced", st.Error)
+	}
+	if _, err := c.sql(0, "SELECT 1::text"); err == nil {
+		t.Error("the fenced db-0 accepts connections")
+	}
+
+	if st := c.status(0); st.Term != 2 {
+		t.Errorf("db-0 reports term %d, want 2", st.Term)
+	}
+	if s := c.stateFile(0); !strings.Contains(s, `"term": 2`) || !strings.Contains(s, `"fencedTerm": 2`) {
+		t.Errorf("the state file does not hold term 2 and the fence's term: %s", s)
+	}
+
+	// A request of term 1, delivered late: refused, nothing changes.
+	_, err := c.client.Apply(context.Background(), c.ip(0), token, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 1})
+	if !errors.Is(err, instance.ErrStaleTerm) {
+		t.Fatalf("a primary Spec of term 1 after term 2: error %v, want ErrStaleTerm", err)
+	}
+	if st := c.status(0); st.Spec == nil || st.Spec.Term != 2 {
+		t.Errorf("the stale Spec was recorded: %+v", st.Spec)
+	}
+
+	// The term is kept across a restart of the agent.
+	c.stop(0)
+	c.start(0)
+	c.waitFor("db-0's agent to answer after its restart", 10*time.Second, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(0), token)
+		if err != nil || st.Term != 2 || !st.Fenced {
+			return fmt.Errorf("status %+v, %w", st, err)
+		}
+		return nil
+	})
+	if _, err := c.client.Apply(context.Background(), c.ip(0), token, instance.Spec{Role: instance.RolePrimary, Term: 1}); !errors.Is(err, instance.ErrStaleTerm) {
+		t.Errorf("after a restart a Spec of term 1: error %v, want ErrStaleTerm", err)
+	}
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 2})
+	time.Sleep(2 * time.Second)
+	if st := c.status(0); !st.Fenced || alive(c.postmasterPID(0)) {
+		t.Fatalf("after a restart a primary Spec of term 2 un-fenced db-0: %+v", st)
+	}
+
+	// A later term makes it a primary again.
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 3})
+	c.waitFor("db-0 ready as primary in term 3", 30*time.Second, func() error { return c.ready(0) })
+	c.waitFor("db-0's status to show term 3, not fenced, no error", 5*time.Second, func() error {
+		if st := c.status(0); st.Fenced || st.Term != 3 || st.Error != "" {
+			return fmt.Errorf("fenced %v term %d error %q", st.Fenced, st.Term, st.Error)
+		}
+		return nil
+	})
+	c.mustSQL(0, "INSERT INTO t VALUES (11)")
+}
+
+// TestAgentLeaseFailsClosed: a primary whose lease ran out stays writable
+// while its standby streams, but once its slot poll blocks (a session
+// holds a lock on pg_replication_slots, which the poll reads), it fences
+// itself within the exemption window although its standby still streams:
+// a poll it cannot make is no proof that no standby was promoted.
+func TestAgentLeaseFailsClosed(t *testing.T) {
+	c := newCluster(t)
+	c.pair(60)
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 1, Term: 1})
+	time.Sleep(3 * time.Second)
+	st := c.status(0)
+	if st.Fenced || st.Phase != instance.PhaseRunning || len(st.Standbys) != 1 {
+		t.Fatalf("db-0 with its lease run out and a streaming standby: %+v", st)
+	}
+	if w := st.Standbys[0].WALStatus; w != "reserved" {
+		t.Errorf("slot %s: walStatus %q, want reserved", st.Standbys[0].Slot, w)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=app dbname=postgres", c.socketDir(0), c.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE pg_catalog.pg_replication_slots IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Now()
+	pm := c.postmasterPID(0)
+	took := c.waitFor("db-0 to fence itself", 10*time.Second, func() error {
+		if alive(pm) || !strings.Contains(c.stateFile(0), `"fenced": true`) {
+			return fmt.Errorf("server alive %v; state %s", alive(pm), c.stateFile(0))
+		}
+		return nil
+	})
+	t.Logf("db-0 fenced and stopped %v after its slot poll blocked", took.Round(10*time.Millisecond))
+	if took > 4*time.Second {
+		t.Errorf("fencing took %v after the poll blocked, want within the exemption window (%v) and a shutdown", took, instance.ExemptReplyWindow)
+	}
+	_ = locked
+	c.waitFor("db-0's status to say fenced", 15*time.Second, func() error {
+		st := c.status(0)
+		if !st.Fenced || st.Phase != instance.PhaseFenced {
+			return fmt.Errorf("phase %s fenced %v", st.Phase, st.Fenced)
+		}
+		return nil
+	})
+	// The loop must not start it again as a primary on the Spec of its
+	// term.
+	time.Sleep(3 * time.Second)
+	if alive(c.postmasterPID(0)) {
+		t.Error("db-0's server was started again after the fence")
+	}
+	if log, _ := os.ReadFile(filepath.Join(c.dir(0), "agent.log")); !strings.Contains(string(log), "fencing: the primary lease ran out") {
+		t.Error("db-0's log does not show the lease fence")
+	}
+}
