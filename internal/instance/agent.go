@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -68,7 +69,15 @@ type Agent struct {
 	fatal        *StartError // a server that exited at its every start ends the agent
 	failedStarts int         // consecutive starts the server exited at
 	retryAt      time.Time   // no new attempt before, after a failed action
-	retryGen     int         // specGen of that failure
+	retrySpec    *Spec       // the Spec of that failure
+	// stuck is why replication cannot progress without a human, until the
+	// standby streams or the Spec changes; stuckChecked is when a stuck
+	// standby was last examined.
+	stuck        *Stuck
+	stuckChecked time.Time
+	// discarded is the WAL range the last re-clone after a proven fork
+	// threw away, kept until the agent restarts.
+	discarded *Discarded
 	// diverged is true once the server refused to start as a standby past
 	// its timeline's fork (StartError.Diverged), until it starts again:
 	// the next Spec with an upstream rewinds it.
@@ -305,6 +314,7 @@ func (a *Agent) running() bool {
 	if a.st.Fenced {
 		a.phase = PhaseFenced
 	}
+	a.slotPoll = slotPoll{}
 	a.streamingNow = false
 	a.nextStart = time.Now().Add(2 * time.Second)
 	a.mu.Unlock()
@@ -348,7 +358,7 @@ func (a *Agent) step(ctx context.Context) {
 		return
 	}
 	if a.stuckStandby(ctx, running, *spec) {
-		a.recordErr(a.reclone(ctx, *spec))
+		a.recordErr(a.unstick(ctx, *spec))
 		return
 	}
 	act := decide(cur, *spec)
@@ -368,17 +378,22 @@ func (a *Agent) step(ctx context.Context) {
 	a.recordErr(err)
 	a.mu.Lock()
 	if err != nil && act != actNone && act != actWait {
-		a.retryAt, a.retryGen = time.Now().Add(2*time.Second), a.specGen
+		wait := 2 * time.Second
+		if a.stuck != nil {
+			wait = stuckRecheck // it waits for a human, not in a loop
+		}
+		a.retryAt, a.retrySpec = time.Now().Add(wait), spec
 	}
 	a.mu.Unlock()
 }
 
-// backingOff is true for a while after an action failed, unless a new
-// Spec arrived since: a failing clone or rewind is not retried in a loop.
+// backingOff is true for a while after an action failed, unless another
+// Spec arrived since (the operator re-sending the same one does not
+// count): a failing clone or rewind is not retried in a loop.
 func (a *Agent) backingOff() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.retryGen == a.specGen && time.Now().Before(a.retryAt)
+	return a.retrySpec != nil && a.spec != nil && reflect.DeepEqual(*a.retrySpec, *a.spec) && time.Now().Before(a.retryAt)
 }
 
 func describeSpec(s Spec) string {
@@ -427,6 +442,8 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 		a.logf("cloning from %s through slot %q", spec.Upstream, spec.Slot)
 		if err := a.basebackup(ctx, spec.Upstream, spec.Slot); err != nil {
 			a.setPhase(PhaseWaiting)
+			a.setStuck(&Stuck{Reason: classifyStuck(stuckClone, err.Error()),
+				Message: fmt.Sprintf("cloning from %s failed (tried again every %v): %v", spec.Upstream, stuckRecheck, err)})
 			return fmt.Errorf("cloning from %s: %w", spec.Upstream, err)
 		}
 		a.mu.Lock()
@@ -524,21 +541,26 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 		err = errors.New("it found nothing to rewind, but the server refused to start past its timeline's fork")
 	}
 	if err != nil {
-		// Never discard the data because the upstream is unreachable:
-		// re-clone only from a primary that answers.
+		// Never discard the data because the upstream is unreachable, and
+		// discard it only on a proven fork or a human's word.
 		if perr := a.db.pingRemote(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); perr != nil {
 			a.setPhase(PhaseStopped)
 			return fmt.Errorf("pg_rewind from %s failed, and %s does not answer (%w): will try again", spec.Upstream, spec.Upstream, perr)
 		}
-		a.logf("pg_rewind failed: %v; cloning again", err)
-		a.setPhase(PhaseCloning)
-		if cerr := a.basebackup(ctx, spec.Upstream, spec.Slot); cerr != nil {
-			a.setPhase(PhaseStopped)
-			return fmt.Errorf("pg_rewind from %s failed (%w), and so did cloning again: %w", spec.Upstream, err, cerr)
+		sysid, pos := "", []tlPos(nil)
+		if cd, cerr := a.controlData(ctx); cerr == nil {
+			sysid, pos = controlPositions(cd)
 		}
-		a.mu.Lock()
-		a.notice = fmt.Sprintf("pg_rewind from %s failed (%v): the data directory was cloned again, discarding its WAL past the fork", spec.Upstream, err)
-		a.mu.Unlock()
+		if cerr := a.recloneIfAllowed(ctx, spec, sysid, pos, fmt.Sprintf("pg_rewind from %s failed (%v)", spec.Upstream, err)); cerr != nil {
+			a.setPhase(PhaseStopped)
+			if errors.Is(cerr, errNotAllowed) {
+				a.setStuck(&Stuck{Reason: classifyStuck(stuckRewind, err.Error()),
+					Message: fmt.Sprintf("pg_rewind from %s failed and no fork is proven: the data directory is kept; set the Spec's reclone to clone it again. %v", spec.Upstream, err)})
+				return fmt.Errorf("pg_rewind from %s failed: %w", spec.Upstream, err)
+			}
+			return fmt.Errorf("pg_rewind from %s failed (%w), then cloning again: %w", spec.Upstream, err, cerr)
+		}
+		return nil
 	} else if out != "" {
 		a.logf("pg_rewind: %s", out)
 	}
@@ -551,15 +573,19 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 }
 
 // stuckAfter is how long a standby may follow a primary without streaming
-// from it before it is cloned again.
-const stuckAfter = 60 * time.Second
+// from it before the agent looks for the reason; stuckRecheck is how often
+// it looks again, and tries a failed clone or rewind again, while stuck.
+const (
+	stuckAfter   = 60 * time.Second
+	stuckRecheck = 30 * time.Second
+)
 
 // stuckStandby reports a standby that follows the upstream its Spec names
 // and has not streamed from it for stuckAfter although that upstream
-// answers as a primary: it holds WAL the primary does not have (it had
+// answers as a primary. It may hold WAL the primary does not have (it had
 // received more of a failed primary's WAL than the standby promoted in its
-// place, and replayed it), so it can never follow, and pg_rewind, which
-// reads how far a standby got from its control file, may not see it.
+// place, and replayed it), or the primary may refuse it (authentication,
+// a slot invalidated, WAL removed): unstick tells which.
 func (a *Agent) stuckStandby(ctx context.Context, running bool, spec Spec) bool {
 	a.mu.Lock()
 	following := running && a.mode == modeStandby && a.runUpstream != "" &&
@@ -568,29 +594,108 @@ func (a *Agent) stuckStandby(ctx context.Context, running bool, spec Spec) bool 
 	if a.lastStreamed.After(since) {
 		since = a.lastStreamed
 	}
+	recent := time.Since(a.stuckChecked) < stuckRecheck
 	a.mu.Unlock()
-	if !following || since.IsZero() || time.Since(since) < stuckAfter {
+	if !following || since.IsZero() || time.Since(since) < stuckAfter || recent {
 		return false
 	}
 	primary, err := a.db.remotePrimary(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
 	return err == nil && primary
 }
 
-// reclone replaces the data directory of a stuck standby with a new clone
-// of its upstream.
-func (a *Agent) reclone(ctx context.Context, spec Spec) error {
-	a.logf("not streaming from %s for %v although it answers as a primary: cloning again", spec.Upstream, stuckAfter)
+// errNotAllowed is recloneIfAllowed's answer when neither a proven fork
+// nor the Spec's reclone allows a new clone.
+var errNotAllowed = errors.New("no proven fork and no reclone authorised")
+
+// unstick examines a standby that does not stream from its upstream: on a
+// proven fork, or with a reclone the Spec authorises, it clones it again;
+// otherwise it keeps the data, reports Stuck, and looks again after
+// stuckRecheck.
+func (a *Agent) unstick(ctx context.Context, spec Spec) error {
+	a.mu.Lock()
+	a.stuckChecked = time.Now()
+	a.mu.Unlock()
+	msg := a.serverMessage()
+	sysid, pos, err := a.db.controlPositions(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the standby's control file: %w", err)
+	}
+	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, stuckAfter)
+	err = a.recloneIfAllowed(ctx, spec, sysid, pos, why)
+	if errors.Is(err, errNotAllowed) {
+		if msg == "" {
+			msg = "no message from the server"
+		}
+		a.setStuck(&Stuck{Reason: classifyStuck(stuckStream, msg),
+			Message: fmt.Sprintf("%s, and no fork is proven: the data directory is kept; set the Spec's reclone to clone it again. The server says: %s", why, msg)})
+		return nil
+	}
+	return err
+}
+
+// recloneIfAllowed clones the data directory again from spec's upstream
+// when the upstream's timeline history proves that the data went past its
+// fork (Status.Discarded then names the WAL range thrown away), or when
+// the Spec carries a reclone value not acted on yet (persisted before the
+// clone, so that it authorises one). Otherwise it returns errNotAllowed.
+// sysid and pos are the data directory's system identifier and the
+// positions its control file records.
+func (a *Agent) recloneIfAllowed(ctx context.Context, spec Spec, sysid string, pos []tlPos, why string) error {
+	var discarded *Discarded
+	tli, upSys, history, herr := a.db.upstreamHistory(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	if herr != nil {
+		a.logf("reading %s's timeline history: %v", spec.Upstream, herr)
+	} else if at, fork, ok := provenFork(history, tli, sysid != "" && sysid == upSys, pos); ok {
+		discarded = &Discarded{Timeline: at.Timeline, From: fork.String(), To: at.LSN.String(), Upstream: spec.Upstream}
+	}
+	a.mu.Lock()
+	authorised := recloneAuthorised(spec, a.st)
+	a.mu.Unlock()
+	switch {
+	case discarded != nil:
+		a.logf("%s: timeline %d of %s's history ended at %s, and this data directory reached %s on it: a proven fork; cloning again, discarding the WAL from %s to %s",
+			why, discarded.Timeline, spec.Upstream, discarded.From, discarded.To, discarded.From, discarded.To)
+	case authorised:
+		a.logf("%s: cloning again, as the Spec's reclone %q authorises", why, spec.Reclone)
+		a.mu.Lock()
+		a.st.Reclone = spec.Reclone
+		a.mu.Unlock()
+		if err := a.saveState(); err != nil {
+			return err
+		}
+	default:
+		return errNotAllowed
+	}
 	a.stopServer(30 * time.Second)
 	a.setPhase(PhaseCloning)
 	if err := a.basebackup(ctx, spec.Upstream, spec.Slot); err != nil {
 		a.setPhase(PhaseStopped)
+		a.setStuck(&Stuck{Reason: classifyStuck(stuckClone, err.Error()),
+			Message: fmt.Sprintf("cloning again from %s failed; the data directory is kept: %v", spec.Upstream, err)})
 		return fmt.Errorf("cloning again from %s: %w", spec.Upstream, err)
 	}
 	a.mu.Lock()
-	a.notice = fmt.Sprintf("could not stream from %s, which it had diverged from: the data directory was cloned again", spec.Upstream)
+	if discarded != nil {
+		a.discarded = discarded
+		a.notice = fmt.Sprintf("%s; a proven fork: the data directory was cloned again, discarding timeline %d's WAL from %s to %s", why, discarded.Timeline, discarded.From, discarded.To)
+	} else {
+		a.notice = fmt.Sprintf("%s: the data directory was cloned again, as the Spec's reclone %q authorised", why, spec.Reclone)
+	}
 	a.st.Role, a.st.Fenced, a.st.HasSlots = RoleReplica, false, false
+	a.maxReceived = 0
+	a.diverged = false
 	a.mu.Unlock()
 	return a.becomeStandby(ctx, spec)
+}
+
+// setStuck records why replication cannot progress.
+func (a *Agent) setStuck(s *Stuck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stuck == nil || *a.stuck != *s {
+		a.logf("stuck (%s): %s", s.Reason, s.Message)
+	}
+	a.stuck = s
 }
 
 // fence stops the server (immediately after 10 s) and keeps it down:
@@ -611,7 +716,25 @@ func (a *Agent) markFenced() {
 	a.st.Fenced, a.st.FencedTerm = true, a.st.Term
 	a.fenceGen = a.specGen
 	a.fences++
-	a.phase = PhaseFenced
+}
+
+// describeSeen says what a slot poll saw of the wanted slots.
+func describeSeen(want []string, seen []slotSeen) string {
+	var parts []string
+	for _, name := range want {
+		i := slices.IndexFunc(seen, func(s slotSeen) bool { return s.Slot == name })
+		switch {
+		case i < 0:
+			parts = append(parts, name+" missing")
+		case !seen[i].Active:
+			parts = append(parts, name+" inactive")
+		case seen[i].ReplyAgo < 0:
+			parts = append(parts, name+" with no reply seen advancing")
+		default:
+			parts = append(parts, fmt.Sprintf("%s replied %.1f s ago", name, seen[i].ReplyAgo.Seconds()))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // watchdogInterval is how often the fence watchdog checks the lease.
@@ -643,7 +766,7 @@ func (a *Agent) watchdog(ctx context.Context) {
 			continue
 		}
 		over, pollAge := now.Sub(a.leaseDeadline), now.Sub(a.slotPoll.At)
-		polled := !a.slotPoll.At.IsZero()
+		polled, seen := !a.slotPoll.At.IsZero(), a.slotPoll.Seen
 		srv := a.srv
 		a.mu.Unlock()
 		a.markFenced()
@@ -652,11 +775,12 @@ func (a *Agent) watchdog(ctx context.Context) {
 		}
 		why := "the last slot poll failed"
 		if polled {
-			why = fmt.Sprintf("the last slot poll is %.1f s old or not every standby streams", pollAge.Seconds())
+			why = fmt.Sprintf("the last slot poll, %.1f s old, saw %s", pollAge.Seconds(), describeSeen(want, seen))
 		}
 		a.logf("fencing: the primary lease ran out %.1f s ago and %s", over.Seconds(), why)
 		a.recordErr(a.saveState())
 		if srv == nil {
+			a.setPhase(PhaseFenced)
 			continue
 		}
 		select {
@@ -668,8 +792,10 @@ func (a *Agent) watchdog(ctx context.Context) {
 			case <-srv.done:
 			case <-time.After(10 * time.Second):
 				_ = srv.cmd.Process.Kill()
+				<-srv.done
 			}
 		}
+		a.setPhase(PhaseFenced)
 		a.kick()
 	}
 }
@@ -737,8 +863,13 @@ func (a *Agent) poll(ctx context.Context) {
 		a.streamingNow = err == nil && ok && up != ""
 		if a.streamingNow {
 			a.lastStreamed = now
+			a.stuck = nil
 		}
+		streaming := a.streamingNow
 		a.mu.Unlock()
+		if streaming {
+			a.dropOldData()
+		}
 		return
 	}
 	rows, err := a.db.slots(ctx)

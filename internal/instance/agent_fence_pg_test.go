@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -186,4 +187,140 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 	if log, _ := os.ReadFile(filepath.Join(c.dir(0), "agent.log")); !strings.Contains(string(log), "fencing: the primary lease ran out") {
 		t.Error("db-0's log does not show the lease fence")
 	}
+}
+
+// TestAgentReclonesOnAProvenFork: a standby that replayed a failed
+// primary's WAL past the point where the promoted standby's timeline
+// forked off, and whose WAL from before its last restartpoint is gone, so
+// that pg_rewind cannot rewind it, is cloned again automatically: the
+// promoted server's timeline history proves the fork. Its Status names the
+// discarded WAL range, and the rows written only there are gone; the old
+// data directory is removed once the new clone streams.
+func TestAgentReclonesOnAProvenFork(t *testing.T) {
+	c := newCluster(t)
+	h0, h1 := c.ip(0), c.ip(1)
+	c.start(0)
+	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
+	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
+	c.start(1)
+	c.start(2)
+	for _, i := range []int{1, 2} {
+		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
+			_, err := c.client.Status(context.Background(), c.ip(i), token)
+			return err
+		})
+	}
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60, Term: 1})
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, Term: 1})
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2, Term: 1})
+	for _, i := range []int{1, 2} {
+		c.waitFor(fmt.Sprintf("db-%d ready as a standby", i), 60*time.Second, func() error { return c.ready(i) })
+	}
+
+	// db-1 stops streaming; db-2 receives rows 1000–1099 in later WAL
+	// segments and restarts from a checkpoint there.
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Term: 1})
+	c.waitFor("db-1 detached", 30*time.Second, func() error {
+		for _, s := range c.status(0).Standbys {
+			if s.Name == "db-1" && s.Active {
+				return errors.New("db-1 still streams from db-0")
+			}
+		}
+		return nil
+	})
+	c.mustSQL(0, "SELECT pg_switch_wal()::text")
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1000, 1099)")
+	c.mustSQL(0, "SELECT pg_switch_wal()::text")
+	c.mustSQL(0, "CHECKPOINT")
+	end := c.mustSQL(0, "SELECT pg_current_wal_lsn()::text")
+	c.waitFor("db-2 replayed db-0's checkpoint", 30*time.Second, func() error {
+		got, err := c.sql(2, "SELECT pg_last_wal_replay_lsn()::text")
+		if err != nil || parseLSN(t, got) < parseLSN(t, end) {
+			return fmt.Errorf("db-2 replayed up to %q (want %s), %w", got, end, err)
+		}
+		return nil
+	})
+	c.mustSQL(2, "CHECKPOINT")
+
+	// db-0 is lost; db-1 is promoted onto timeline 2 and takes row 2000.
+	c.kill(0)
+	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60, Term: 2})
+	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
+	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
+	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := strings.Fields(string(history))[1]
+
+	// db-2 stops; its WAL from before its restartpoint is gone (recycled,
+	// as a busy standby's is), with timeline 2's history in its pg_wal.
+	c.stop(2)
+	cd, err := exec.Command(filepath.Join(pgBin, "pg_controldata"), "-D", c.pgdata(2)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var redoFile, ckpt string
+	for _, line := range strings.Split(string(cd), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		switch strings.TrimSpace(k) {
+		case "Latest checkpoint's REDO WAL file":
+			redoFile = strings.TrimSpace(v)
+		case "Latest checkpoint location":
+			ckpt = strings.TrimSpace(v)
+		}
+	}
+	if parseLSN(t, ckpt) <= parseLSN(t, fork) {
+		t.Fatalf("db-2's checkpoint %s is not past the fork %s: the scenario did not diverge", ckpt, fork)
+	}
+	entries, _ := os.ReadDir(filepath.Join(c.pgdata(2), "pg_wal"))
+	for _, e := range entries {
+		if len(e.Name()) == 24 && e.Name() < redoFile {
+			_ = os.Remove(filepath.Join(c.pgdata(2), "pg_wal", e.Name()))
+		}
+	}
+	for path, data := range map[string][]byte{
+		filepath.Join(c.pgdata(2), "pg_wal", "00000002.history"): history,
+		filepath.Join(c.dir(2), "volume", "state.json"):          []byte(`{"role": "replica", "upstream": "` + h1 + `", "slot": "` + slot2 + `", "term": 1}`),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.chown(path)
+	}
+	c.start(2)
+	c.waitFor("db-2's server to refuse to start", 30*time.Second, func() error {
+		if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); !strings.Contains(string(log), "is not a child of this server's history") {
+			return errors.New("not yet in its log")
+		}
+		return nil
+	})
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2, Term: 2})
+	c.waitFor("db-2 cloned again and streaming from db-1 with row 2000", 90*time.Second, func() error {
+		if err := c.ready(2); err != nil {
+			return err
+		}
+		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
+			return fmt.Errorf("row 2000: count %q, %w", got, err)
+		}
+		return nil
+	})
+	st := c.status(2)
+	if d := st.Discarded; d == nil || d.Timeline != 1 || d.From != fork || d.Upstream != h1 || parseLSN(t, d.To) < parseLSN(t, ckpt) {
+		t.Fatalf("db-2's discarded: %+v, want timeline 1 from %s to at least %s, upstream %s", st.Discarded, fork, ckpt, h1)
+	}
+	if st.Stuck != nil {
+		t.Errorf("db-2 still reports stuck: %+v", st.Stuck)
+	}
+	if got := c.mustSQL(2, "SELECT count(*)::text FROM t WHERE n >= 1000 AND n < 2000"); got != "0" {
+		t.Errorf("db-2 kept %s of the rows written after the fork", got)
+	}
+	c.waitFor("db-2's old data directory removed once it streams", 10*time.Second, func() error {
+		if _, err := os.Stat(c.pgdata(2) + ".old"); err == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	t.Logf("db-2 discarded timeline %d from %s to %s", st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
 }

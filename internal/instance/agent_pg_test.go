@@ -397,8 +397,8 @@ func parseLSN(t *testing.T, s string) uint64 {
 // 1 clones and streams, a switchover loses no row, the lease keeps a
 // primary while its standby streams, a killed primary rejoins through
 // pg_rewind after its standby was promoted, a data directory pg_rewind
-// refuses is cloned again, and the lease fences the primary when its
-// standby stops.
+// refuses is kept and reported Stuck until a Spec's reclone authorises a
+// new clone, and the lease fences the primary when its standby stops.
 func TestAgentWithPostgreSQL(t *testing.T) {
 	c := newCluster(t)
 	h0, h1 := c.ip(0), c.ip(1)
@@ -504,7 +504,13 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	}
 
 	// The lease: a short one runs out while db-0 streams; the exemption
-	// keeps db-1 writable.
+	// keeps db-1 writable. (It needs a reply of db-0 seen advancing.)
+	c.waitFor("db-1 to see db-0's replies advance", 10*time.Second, func() error {
+		if st := c.status(1); len(st.Standbys) != 1 || st.Standbys[0].ReplySecondsAgo == nil {
+			return fmt.Errorf("standbys %+v", st.Standbys)
+		}
+		return nil
+	})
 	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 1})
 	time.Sleep(3 * time.Second)
 	if st := c.status(1); st.Fenced || st.LeaseRemainingSeconds == nil || *st.LeaseRemainingSeconds > 0 {
@@ -584,7 +590,34 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		}
 		return nil
 	})
-	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2})
+	// No fork is proven (another system): the data is kept, and the agent
+	// reports Stuck and waits.
+	marker := filepath.Join(c.pgdata(2), "kept.marker")
+	if err := os.WriteFile(marker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.chown(marker)
+	spec2 := instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2}
+	c.apply(2, spec2)
+	c.waitFor("db-2 stuck: its rewind failed", 60*time.Second, func() error {
+		st := c.status(2)
+		if st.Stuck == nil || st.Stuck.Reason != instance.StuckRewindFailed || !strings.Contains(st.Stuck.Message, "different systems") {
+			return fmt.Errorf("phase %s stuck %+v error %q", st.Phase, st.Stuck, st.Error)
+		}
+		return nil
+	})
+	c.apply(2, spec2) // the operator re-sends the same Spec: nothing more happens
+	time.Sleep(3 * time.Second)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("db-2's data directory was not kept after a failed rewind with no proven fork: %v", err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); strings.Count(string(log), "rewinding from") != 1 || strings.Contains(string(log), "cloning again") {
+		t.Errorf("db-2 was rewound more than once, or cloned again, without a reclone:\n%s", log)
+	}
+	// Spec.Reclone authorises one re-clone: the old data directory is kept
+	// aside until the new one streams.
+	spec2.Reclone = "db-2=1"
+	c.apply(2, spec2)
 	c.waitFor("db-2 cloned again and streaming from db-0 with row 2000", 60*time.Second, func() error {
 		if err := c.ready(2); err != nil {
 			return err
@@ -594,8 +627,17 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		}
 		return nil
 	})
-	if st := c.status(2); !strings.Contains(st.Error, "cloned again") {
-		t.Errorf("db-2's status does not report the re-clone: error %q", st.Error)
+	c.waitFor("db-2's old data directory removed once it streams", 10*time.Second, func() error {
+		if _, err := os.Stat(c.pgdata(2) + ".old"); err == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	if st := c.status(2); !strings.Contains(st.Error, "cloned again") || st.Stuck != nil || st.Discarded != nil {
+		t.Errorf("db-2's status after the authorised re-clone: error %q stuck %+v discarded %+v", st.Error, st.Stuck, st.Discarded)
+	}
+	if s := c.stateFile(2); !strings.Contains(s, `"reclone": "db-2=1"`) {
+		t.Errorf("the reclone acted on is not persisted: %s", s)
 	}
 
 	// Fencing: db-0's lease runs out while db-1 streams (kept), then db-1

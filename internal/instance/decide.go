@@ -2,7 +2,11 @@ package instance
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // The pure decisions of the agent: what to do given what it knows. They
@@ -318,4 +322,105 @@ func readiness(phase Phase, spec *Spec, mode runMode, inRecovery, sqlOK, streami
 		return true, "streaming from " + spec.Upstream
 	}
 	return false, "role is " + string(role)
+}
+
+// tlPos is a position on a timeline, as a data directory's control file
+// records it (its latest checkpoint, its minimum recovery point).
+type tlPos struct {
+	Timeline uint32
+	LSN      replication.LSN
+}
+
+// provenFork decides whether a data directory went past the point where
+// its upstream left its timeline, from the upstream's current timeline
+// upstreamTLI, that timeline's history file (history, "" on timeline 1),
+// whether both are the same database system (pg_control's system
+// identifier), and positions the data directory reached. A fork is proven
+// when the history says the timeline of one of the positions ended at F
+// and the position is beyond F: the WAL past F exists nowhere the upstream
+// can give it, and the directory can never follow it. It returns that
+// position and F. Anything else (the same timeline, a timeline the
+// history does not name, another system, an unreadable history) proves
+// nothing.
+func provenFork(history string, upstreamTLI uint32, sameSystem bool, positions []tlPos) (at tlPos, fork replication.LSN, ok bool) {
+	if !sameSystem {
+		return tlPos{}, 0, false
+	}
+	ends := parseHistory(history)
+	for _, p := range positions {
+		if p.Timeline == 0 || p.Timeline == upstreamTLI || p.LSN == 0 {
+			continue
+		}
+		f, found := ends[p.Timeline]
+		if !found || p.LSN <= f {
+			continue
+		}
+		if !ok || p.LSN > at.LSN {
+			at, fork, ok = p, f, true
+		}
+	}
+	return at, fork, ok
+}
+
+// parseHistory reads a timeline history file (PostgreSQL's
+// NNNNNNNN.history: "parentTLI<tab>switchpoint<tab>reason" per line,
+// comments after #) into where each ancestor timeline ended. A line it
+// cannot read ends the parse: a partial history proves less, never more.
+func parseHistory(text string) map[uint32]replication.LSN {
+	ends := map[uint32]replication.LSN{}
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			break
+		}
+		tli, err1 := strconv.ParseUint(f[0], 10, 32)
+		lsn, err2 := replication.ParseLSN(f[1])
+		if err1 != nil || err2 != nil || tli == 0 {
+			break
+		}
+		ends[uint32(tli)] = lsn
+	}
+	return ends
+}
+
+// stuckCause is what could not progress: a clone, a rewind, or streaming.
+type stuckCause int
+
+const (
+	stuckClone stuckCause = iota
+	stuckRewind
+	stuckStream
+)
+
+// classifyStuck names why a standby cannot progress from the tool's or
+// the server's message.
+func classifyStuck(cause stuckCause, msg string) StuckReason {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "incompatible server version"):
+		return StuckIncompatibleVersion
+	case strings.Contains(m, "password authentication failed"), strings.Contains(m, "no pg_hba.conf entry"):
+		return StuckAuthentication
+	case strings.Contains(m, "requested wal segment") && strings.Contains(m, "has already been removed"),
+		strings.Contains(m, "has been invalidated"),
+		strings.Contains(m, "can no longer get changes from replication slot"):
+		return StuckSlotInvalidated
+	}
+	switch cause {
+	case stuckClone:
+		return StuckCloneFailed
+	case stuckRewind:
+		return StuckRewindFailed
+	}
+	return StuckNotStreaming
+}
+
+// recloneAuthorised is true when the Spec carries a Reclone value the
+// agent has not acted on: each distinct value authorises one re-clone.
+func recloneAuthorised(spec Spec, st persisted) bool {
+	return spec.Reclone != "" && spec.Reclone != st.Reclone
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 func TestDecideBoot(t *testing.T) {
@@ -277,6 +279,98 @@ func TestHasLine(t *testing.T) {
 	} {
 		if got := hasLine(text, line); got != want {
 			t.Errorf("hasLine(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// Timeline history files as PostgreSQL 15 writes them (timeline.c: each
+// new line preceded by a newline after the parent's content).
+const (
+	history2 = "1\t0/3000148\tno recovery target specified\n"
+	history3 = "1\t0/3000148\tno recovery target specified\n\n2\t0/5000060\tno recovery target specified\n"
+)
+
+func TestProvenFork(t *testing.T) {
+	lsn := func(s string) replication.LSN {
+		l, err := replication.ParseLSN(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	pos := func(tli uint32, s string) tlPos { return tlPos{Timeline: tli, LSN: lsn(s)} }
+	for _, tc := range []struct {
+		name     string
+		history  string
+		upTLI    uint32
+		same     bool
+		pos      []tlPos
+		wantFork string
+		wantAt   tlPos
+	}{
+		{"past timeline 1's end: proven", history2, 2, true, []tlPos{pos(1, "0/3000200")}, "0/3000148", pos(1, "0/3000200")},
+		{"exactly at timeline 1's end: not proven", history2, 2, true, []tlPos{pos(1, "0/3000148")}, "", tlPos{}},
+		{"before timeline 1's end (it lags): not proven", history2, 2, true, []tlPos{pos(1, "0/2000000")}, "", tlPos{}},
+		{"on the upstream's own timeline: not proven", history2, 2, true, []tlPos{pos(2, "0/9000000")}, "", tlPos{}},
+		{"past timeline 2's end, the upstream on 3: proven", history3, 3, true, []tlPos{pos(2, "0/6000000")}, "0/5000060", pos(2, "0/6000000")},
+		{"on timeline 2 before its end, the upstream on 3: not proven", history3, 3, true, []tlPos{pos(2, "0/4000000")}, "", tlPos{}},
+		{"the furthest position beyond the fork counts", history3, 3, true, []tlPos{pos(1, "0/3000200"), pos(1, "0/3100000"), {}}, "0/3000148", pos(1, "0/3100000")},
+		{"one of two positions past the fork: proven", history2, 2, true, []tlPos{pos(1, "0/2000000"), pos(1, "0/3000200")}, "0/3000148", pos(1, "0/3000200")},
+		{"a timeline the history does not name (a sibling): not proven", history2, 2, true, []tlPos{pos(3, "0/9000000")}, "", tlPos{}},
+		{"another database system (system identifier): not proven", history2, 2, false, []tlPos{pos(1, "0/9000000")}, "", tlPos{}},
+		{"the upstream on timeline 1 has no history: not proven", "", 1, true, []tlPos{pos(1, "0/9000000")}, "", tlPos{}},
+		{"an unreadable history: not proven", "garbage\n", 2, true, []tlPos{pos(1, "0/9000000")}, "", tlPos{}},
+		{"no position known: not proven", history2, 2, true, nil, "", tlPos{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at, fork, ok := provenFork(tc.history, tc.upTLI, tc.same, tc.pos)
+			if ok != (tc.wantFork != "") {
+				t.Fatalf("proven = %v (fork %s at %+v), want %v", ok, fork, at, tc.wantFork != "")
+			}
+			if ok && (fork.String() != tc.wantFork || at != tc.wantAt) {
+				t.Errorf("fork %s at %+v, want %s at %+v", fork, at, tc.wantFork, tc.wantAt)
+			}
+		})
+	}
+}
+
+func TestClassifyStuck(t *testing.T) {
+	for _, tc := range []struct {
+		cause stuckCause
+		msg   string
+		want  StuckReason
+	}{
+		{stuckClone, "pg_basebackup: exit status 1: pg_basebackup: error: incompatible server version 17.2", StuckIncompatibleVersion},
+		{stuckClone, `pg_basebackup: exit status 1: pg_basebackup: error: connection to server at "10.0.0.5", port 5432 failed: FATAL:  password authentication failed for user "dbkeeper_replication"`, StuckAuthentication},
+		{stuckClone, `pg_basebackup: error: connection to server at "10.0.0.5", port 5432 failed: FATAL:  no pg_hba.conf entry for replication connection from host "10.0.0.6", user "dbkeeper_replication", no encryption`, StuckAuthentication},
+		{stuckStream, "2026-12-04 03:00:00.000 UTC [77] FATAL:  could not receive data from WAL stream: ERROR:  requested WAL segment 000000010000000000000003 has already been removed", StuckSlotInvalidated},
+		{stuckClone, `pg_basebackup: error: could not send replication command "START_REPLICATION": ERROR:  cannot read from logical replication slot "x"`, StuckCloneFailed},
+		{stuckStream, `FATAL:  could not start WAL streaming: ERROR:  can no longer get changes from replication slot "dbkeeper_standby_1"`, StuckSlotInvalidated},
+		{stuckStream, `FATAL:  could not start WAL streaming: ERROR:  replication slot "dbkeeper_standby_1" has been invalidated`, StuckSlotInvalidated},
+		{stuckClone, "pg_basebackup: error: could not connect to server: Connection refused", StuckCloneFailed},
+		{stuckRewind, "pg_rewind: fatal: source and target clusters are from different systems", StuckRewindFailed},
+		{stuckRewind, `pg_rewind: error: could not open file "pg_wal/000000010000000000000002": No such file or directory`, StuckRewindFailed},
+		{stuckStream, "FATAL:  could not start WAL streaming: ERROR:  requested starting point 0/5000000 on timeline 1 is not in this server's history", StuckNotStreaming},
+		{stuckStream, "", StuckNotStreaming},
+	} {
+		if got := classifyStuck(tc.cause, tc.msg); got != tc.want {
+			t.Errorf("classifyStuck(%d, %q) = %s, want %s", tc.cause, tc.msg, got, tc.want)
+		}
+	}
+}
+
+func TestRecloneAuthorised(t *testing.T) {
+	for _, tc := range []struct {
+		spec, acted string
+		want        bool
+	}{
+		{"", "", false},
+		{"db-1=a", "", true},
+		{"db-1=a", "db-1=a", false},
+		{"db-1=b", "db-1=a", true},
+	} {
+		if got := recloneAuthorised(Spec{Reclone: tc.spec}, persisted{Reclone: tc.acted}); got != tc.want {
+			t.Errorf("spec %q acted %q: %v, want %v", tc.spec, tc.acted, got, tc.want)
 		}
 	}
 }

@@ -99,6 +99,8 @@ func (a *Agent) accept(spec Spec, now time.Time) error {
 	defer a.mu.Unlock()
 	if a.spec == nil || !reflect.DeepEqual(*a.spec, spec) {
 		a.notice = ""
+		a.stuck = nil
+		a.stuckChecked = time.Time{}
 	}
 	a.spec = &spec
 	a.specGen++
@@ -127,12 +129,30 @@ func (a *Agent) writeStatus(w http.ResponseWriter, ctx context.Context) {
 func (a *Agent) status(ctx context.Context) Status {
 	now := time.Now()
 	a.mu.Lock()
+	// Fenced only once the server is down: a fence persisted while the
+	// server is still shutting down is not reported yet.
+	serverUp := false
+	if a.srv != nil {
+		select {
+		case <-a.srv.done:
+		default:
+			serverUp = true
+		}
+	}
 	s := Status{
 		Phase:      a.phase,
-		Fenced:     a.st.Fenced,
+		Fenced:     a.st.Fenced && !serverUp,
 		StoppedLSN: a.st.StoppedLSN,
 		Error:      a.lastErr,
 		Term:       a.st.Term,
+	}
+	if a.stuck != nil {
+		st := *a.stuck
+		s.Stuck = &st
+	}
+	if a.discarded != nil {
+		d := *a.discarded
+		s.Discarded = &d
 	}
 	if s.Error == "" {
 		s.Error = a.notice

@@ -202,6 +202,7 @@ func (a *Agent) stopServer(grace time.Duration) (clean bool) {
 	a.mu.Lock()
 	a.srv = nil
 	a.phase = PhaseStopped
+	a.slotPoll = slotPoll{}
 	a.mu.Unlock()
 	a.logf("stopped the server")
 	return clean
@@ -232,47 +233,120 @@ func (a *Agent) stoppedTimeline(ctx context.Context) uint32 {
 	return uint32(tl)
 }
 
-// wipeData empties PGDATA (not the directory itself, which may be a mount).
-func (a *Agent) wipeData() error {
-	entries, err := os.ReadDir(a.cfg.PGData)
-	if errors.Is(err, os.ErrNotExist) {
-		return os.MkdirAll(a.cfg.PGData, 0o700)
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(a.cfg.PGData, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// cloneDir and oldDir are the side directories beside PGDATA: a clone
+// is made in the first and swapped in only when it succeeded; the data
+// directory it replaces is kept in the second until the new server
+// streams from its upstream.
+func (a *Agent) cloneDir() string { return a.cfg.PGData + ".clone" }
+func (a *Agent) oldDir() string   { return a.cfg.PGData + ".old" }
 
-// basebackup clones upstream into the empty PGDATA through slot.
+// basebackup clones upstream through slot into cloneDir and, when that
+// succeeded, swaps it in: a non-empty PGDATA is renamed to oldDir (if
+// oldDir is already there, it holds the data from before an earlier
+// clone that never streamed, and is kept; PGDATA, that clone, goes). A
+// failed clone leaves PGDATA as it was and removes the partial copy.
 func (a *Agent) basebackup(ctx context.Context, upstream, slot string) error {
-	if err := a.wipeData(); err != nil {
+	side := a.cloneDir()
+	if err := os.RemoveAll(side); err != nil { // a partial copy of an interrupted clone
 		return err
 	}
-	a.mu.Lock()
-	a.maxReceived = 0 // a new copy: what the old one received is gone
-	a.mu.Unlock()
-	if err := os.Chmod(a.cfg.PGData, 0o700); err != nil {
+	if err := os.MkdirAll(side, 0o700); err != nil {
 		return err
 	}
 	if err := a.writePassfile(); err != nil {
 		return err
 	}
-	args := []string{"-h", upstream, "-p", strconv.Itoa(a.cfg.Port), "-U", a.cfg.ReplUser, "-D", a.cfg.PGData,
+	args := []string{"-h", upstream, "-p", strconv.Itoa(a.cfg.Port), "-U", a.cfg.ReplUser, "-D", side,
 		"-X", "stream", "-c", "fast", "-w"}
 	if slot != "" {
 		args = append(args, "-S", slot)
 	}
 	if _, err := a.procs.output(ctx, a.toolEnv(), "pg_basebackup", args...); err != nil {
-		_ = a.wipeData()
+		_ = os.RemoveAll(side)
 		return err
 	}
+	if err := a.swapIn(side); err != nil {
+		return fmt.Errorf("swapping the new clone in: %w", err)
+	}
+	a.mu.Lock()
+	a.maxReceived = 0 // a new copy: what the old one received is gone
+	a.mu.Unlock()
 	return nil
+}
+
+// swapIn makes dir the data directory.
+func (a *Agent) swapIn(dir string) error {
+	pgdata := a.cfg.PGData
+	entries, err := os.ReadDir(pgdata)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	case len(entries) == 0:
+		if err := os.Remove(pgdata); err != nil {
+			return err
+		}
+	default:
+		if _, err := os.Stat(a.oldDir()); err == nil {
+			a.logf("keeping %s, the data from before an earlier clone that never streamed; removing that clone", filepath.Base(a.oldDir()))
+			if err := os.RemoveAll(pgdata); err != nil {
+				return err
+			}
+		} else if err := os.Rename(pgdata, a.oldDir()); err != nil {
+			return err
+		} else {
+			a.logf("kept the old data directory as %s until the new clone streams", filepath.Base(a.oldDir()))
+		}
+	}
+	if err := os.Rename(dir, pgdata); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(pgdata)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// dropOldData removes the data directory a clone replaced, once the new
+// one streams.
+func (a *Agent) dropOldData() {
+	if _, err := os.Stat(a.oldDir()); err != nil {
+		return
+	}
+	if err := os.RemoveAll(a.oldDir()); err != nil {
+		a.logf("removing %s: %v", a.oldDir(), err)
+		return
+	}
+	a.logf("the new clone streams: removed the old data directory %s", filepath.Base(a.oldDir()))
+}
+
+// controlPositions reads the stopped data directory's system identifier
+// and the positions its control file records (pg_controldata).
+func controlPositions(cd map[string]string) (sysid string, pos []tlPos) {
+	tli := func(k string) int64 { n, _ := strconv.ParseInt(cd[k], 10, 64); return n }
+	return cd["Database system identifier"], []tlPos{
+		mkPos(tli("Latest checkpoint's TimeLineID"), cd["Latest checkpoint location"]),
+		mkPos(tli("Min recovery ending loc's timeline"), cd["Minimum recovery ending location"]),
+	}
+}
+
+// serverMessage is the last FATAL or ERROR line of the running server's
+// output (the WAL receiver's reason for not streaming), "" when none.
+func (a *Agent) serverMessage() string {
+	a.mu.Lock()
+	srv := a.srv
+	a.mu.Unlock()
+	if srv == nil {
+		return ""
+	}
+	lines := strings.Split(srv.log.String(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.Contains(l, "FATAL:") || strings.Contains(l, "ERROR:") {
+			return l
+		}
+	}
+	return ""
 }
 
 // rewind runs pg_rewind against upstream on the stopped PGDATA and returns

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // db is the agent's one connection to its server, over the local socket
@@ -264,4 +266,52 @@ func (d *db) streaming(ctx context.Context) (bool, error) {
 		return c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&ok)
 	})
 	return ok, err
+}
+
+// upstreamHistory reads, on the primary at conninfo (as the superuser),
+// its current timeline (of the WAL it writes), its system identifier, and
+// that timeline's history file ("" on timeline 1).
+func (d *db) upstreamHistory(ctx context.Context, conninfo string) (tli uint32, sysid, history string, err error) {
+	err = withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
+		var tl int64
+		if err := c.QueryRow(ctx, `
+SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
+       (SELECT system_identifier FROM pg_control_system())::text`).Scan(&tl, &sysid); err != nil {
+			return err
+		}
+		tli = uint32(tl)
+		if tli <= 1 {
+			return nil
+		}
+		return c.QueryRow(ctx, "SELECT pg_read_file('pg_wal/' || lpad(to_hex($1::bigint), 8, '0') || '.history')", tl).Scan(&history)
+	})
+	return tli, sysid, history, err
+}
+
+// controlPositions reads the running server's system identifier and the
+// positions its control file records: the latest checkpoint (or
+// restartpoint) and the minimum recovery point, each with its timeline.
+func (d *db) controlPositions(ctx context.Context) (sysid string, pos []tlPos, err error) {
+	err = d.with(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var ckTLI, minTLI int64
+		var ck, minLSN string
+		if err := c.QueryRow(ctx, `
+SELECT (SELECT system_identifier FROM pg_control_system())::text,
+       c.timeline_id::bigint, c.checkpoint_lsn::text,
+       r.min_recovery_end_timeline::bigint, r.min_recovery_end_lsn::text
+FROM pg_control_checkpoint() c, pg_control_recovery() r`).Scan(&sysid, &ckTLI, &ck, &minTLI, &minLSN); err != nil {
+			return err
+		}
+		pos = append(pos, mkPos(ckTLI, ck), mkPos(minTLI, minLSN))
+		return nil
+	})
+	return sysid, pos, err
+}
+
+func mkPos(tli int64, lsn string) tlPos {
+	l, err := replication.ParseLSN(lsn)
+	if err != nil || tli <= 0 {
+		return tlPos{}
+	}
+	return tlPos{Timeline: uint32(tli), LSN: l}
 }
