@@ -56,6 +56,7 @@ type Agent struct {
 	// zero when no lease was granted.
 	leaseDeadline time.Time
 	streamingNow  bool
+	receiverPID   int             // the streaming WAL receiver's pid at the last poll
 	lastStreamed  time.Time       // zero: never seen streaming
 	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
 	standbySince  time.Time       // when the server last started as a standby of an upstream
@@ -858,9 +859,13 @@ func (a *Agent) poll(ctx context.Context) {
 	a.mu.Unlock()
 	now := time.Now()
 	if mode == modeStandby {
-		ok, err := a.db.streaming(ctx)
+		pid, err := a.db.streaming(ctx)
 		a.mu.Lock()
-		a.streamingNow = err == nil && ok && up != ""
+		// Streaming is the same WAL receiver seen streaming at two polls
+		// in a row: one that the upstream refuses connects, streams for a
+		// moment and exits, again and again.
+		a.streamingNow = err == nil && pid != 0 && pid == a.receiverPID && up != ""
+		a.receiverPID = pid
 		if a.streamingNow {
 			a.lastStreamed = now
 			a.stuck = nil

@@ -324,3 +324,82 @@ func TestAgentReclonesOnAProvenFork(t *testing.T) {
 	})
 	t.Logf("db-2 discarded timeline %d from %s to %s", st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
 }
+
+// TestAgentKeepsAStuckStandby: a standby that cannot stream because the
+// WAL it needs was removed from its primary (no slot held it) is not
+// cloned again automatically, since no fork is proven: after stuckAfter
+// (60 s) it reports Stuck with the server's message and keeps its data.
+// A Spec's reclone authorises exactly one new clone.
+func TestAgentKeepsAStuckStandby(t *testing.T) {
+	c := newCluster(t)
+	c.pair(60)
+	h0 := c.ip(0)
+	marker := filepath.Join(c.pgdata(1), "kept.marker")
+	if err := os.WriteFile(marker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.chown(marker)
+
+	// db-1 detaches; db-0 drops its slot and recycles the WAL db-1 needs.
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Term: 1})
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Term: 1})
+	c.waitFor("slot "+slot1+" dropped on db-0", 30*time.Second, func() error {
+		if got := c.mustSQL(0, "SELECT count(*)::text FROM pg_replication_slots"); got != "0" {
+			return fmt.Errorf("%s slots", got)
+		}
+		return nil
+	})
+	for i := range 3 {
+		c.mustSQL(0, fmt.Sprintf("INSERT INTO t SELECT generate_series(%d, %d)", 100+i*100, 199+i*100))
+		c.mustSQL(0, "SELECT pg_switch_wal()::text")
+		c.mustSQL(0, "CHECKPOINT")
+	}
+	spec := instance.Spec{Role: instance.RoleReplica, Upstream: h0, Term: 1}
+	c.apply(1, spec)
+	start := time.Now()
+	c.waitFor("db-1 stuck", 120*time.Second, func() error {
+		st := c.status(1)
+		if st.Stuck == nil {
+			return fmt.Errorf("phase %s streaming %v error %q", st.Phase, st.Streaming, st.Error)
+		}
+		if st.Stuck.Reason != instance.StuckSlotInvalidated || !strings.Contains(st.Stuck.Message, "has already been removed") {
+			t.Fatalf("db-1 stuck %+v, want %s with the server's message", st.Stuck, instance.StuckSlotInvalidated)
+		}
+		return nil
+	})
+	t.Logf("db-1 reported stuck %v after it was pointed at db-0", time.Since(start).Round(100*time.Millisecond))
+	c.apply(1, spec) // the operator re-sends it
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("db-1's data directory was not kept: %v", err)
+	}
+	if st := c.status(1); st.Stuck == nil || st.Phase != instance.PhaseRunning {
+		t.Errorf("db-1 after the same Spec again: phase %s stuck %+v", st.Phase, st.Stuck)
+	}
+
+	spec.Reclone = "db-1=1"
+	c.apply(1, spec)
+	c.waitFor("db-1 cloned again and streaming with row 399", 60*time.Second, func() error {
+		if err := c.ready(1); err != nil {
+			return err
+		}
+		if got, err := c.sql(1, "SELECT count(*)::text FROM t WHERE n = 399"); err != nil || got != "1" {
+			return fmt.Errorf("row 399: count %q, %w", got, err)
+		}
+		return nil
+	})
+	c.waitFor("db-1's old data directory removed once it streams", 10*time.Second, func() error {
+		if _, err := os.Stat(c.pgdata(1) + ".old"); err == nil {
+			return errors.New("still there")
+		}
+		return nil
+	})
+	if st := c.status(1); st.Stuck != nil || st.Discarded != nil || !strings.Contains(st.Error, "cloned again") {
+		t.Errorf("db-1 after the authorised clone: stuck %+v discarded %+v error %q", st.Stuck, st.Discarded, st.Error)
+	}
+	c.apply(1, spec) // the same reclone value authorises nothing more
+	time.Sleep(2 * time.Second)
+	if log, _ := os.ReadFile(filepath.Join(c.dir(1), "agent.log")); strings.Count(string(log), "cloning again") != 1 {
+		t.Errorf("db-1 was cloned again %d times, want once", strings.Count(string(log), "cloning again"))
+	}
+}

@@ -614,6 +614,24 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); strings.Count(string(log), "rewinding from") != 1 || strings.Contains(string(log), "cloning again") {
 		t.Errorf("db-2 was rewound more than once, or cloned again, without a reclone:\n%s", log)
 	}
+	// A re-clone that fails (a slot that does not exist) leaves the data
+	// directory as it was and removes its partial copy.
+	bad := spec2
+	bad.Slot, bad.Reclone = instance.SlotPrefix+"9", "db-2=0"
+	c.apply(2, bad)
+	c.waitFor("db-2 stuck: its clone failed", 60*time.Second, func() error {
+		st := c.status(2)
+		if st.Stuck == nil || st.Stuck.Reason != instance.StuckCloneFailed || !strings.Contains(st.Stuck.Message, "does not exist") {
+			return fmt.Errorf("phase %s stuck %+v error %q", st.Phase, st.Stuck, st.Error)
+		}
+		return nil
+	})
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("a failed clone did not leave db-2's data directory intact: %v", err)
+	}
+	if _, err := os.Stat(c.pgdata(2) + ".clone"); err == nil {
+		t.Error("the failed clone's partial copy was left behind")
+	}
 	// Spec.Reclone authorises one re-clone: the old data directory is kept
 	// aside until the new one streams.
 	spec2.Reclone = "db-2=1"

@@ -199,9 +199,6 @@ func (a *Agent) status(ctx context.Context) Status {
 	if s.Streaming {
 		zero := 0.0
 		s.LastStreamedSecondsAgo = &zero
-		a.mu.Lock()
-		a.lastStreamed = now
-		a.mu.Unlock()
 	}
 	if p.InRecovery {
 		return s

@@ -259,13 +259,14 @@ SELECT pg_is_in_recovery(),
 	return p, err
 }
 
-// streaming is the cheap poll of the WAL receiver.
-func (d *db) streaming(ctx context.Context) (bool, error) {
-	var ok bool
+// streaming is the cheap poll of the WAL receiver: the pid of a WAL
+// receiver that streams, 0 when none does.
+func (d *db) streaming(ctx context.Context) (int, error) {
+	var pid int
 	err := d.with(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
-		return c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')").Scan(&ok)
+		return c.QueryRow(ctx, "SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)").Scan(&pid)
 	})
-	return ok, err
+	return pid, err
 }
 
 // upstreamHistory reads, on the primary at conninfo (as the superuser),
