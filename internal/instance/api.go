@@ -136,7 +136,9 @@ type Spec struct {
 const SlotPrefix = replication.SlotPrefix
 
 // ExemptReplyWindow is how recent every standby's reply must be, by the
-// agent's clock, for a primary whose lease ran out to stay writable.
+// agent's clock, for a primary whose lease ran out to stay writable, and
+// how recent the slot poll that saw them: a poll that failed or is older
+// exempts nothing, and the agent fences itself.
 const ExemptReplyWindow = 2 * time.Second
 
 // Phase is where the agent is in converging on its Spec.
@@ -172,7 +174,10 @@ type Status struct {
 	// started.
 	Spec *Spec `json:"spec,omitempty"`
 	// Fenced is true while the agent keeps the server down and will not
-	// make it a primary: after RoleFenced, or after the lease ran out.
+	// make it a primary except on a primary Spec of a term above the
+	// fence's: after RoleFenced, or after the lease ran out. It is reported
+	// only once the server process has exited (the fence is persisted
+	// before the server is stopped).
 	Fenced bool `json:"fenced"`
 	// InRecovery is pg_is_in_recovery(): true on a standby. Meaningful
 	// only in PhaseRunning.
@@ -212,10 +217,14 @@ type Status struct {
 	// Term is the highest fencing term the agent has seen (persisted).
 	Term int64 `json:"term"`
 	// Stuck is set while replication cannot progress for a reason a human
-	// must fix; nil otherwise.
+	// must fix (the data directory is kept, and the agent tries a failed
+	// clone or rewind again only every 30 s); nil otherwise. It clears when
+	// the standby streams again or a different Spec arrives.
 	Stuck *Stuck `json:"stuck,omitempty"`
 	// Discarded is the WAL range the agent's last automatic re-clone after
-	// a proven fork discarded; nil when there was none since it started.
+	// a proven fork discarded (the upstream's timeline history says
+	// Timeline ended at From, and the data directory had reached To on
+	// it); nil when there was none since it started.
 	Discarded *Discarded `json:"discarded,omitempty"`
 }
 

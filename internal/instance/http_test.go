@@ -113,6 +113,20 @@ func TestHTTPTerms(t *testing.T) {
 	if a.spec.Role != RoleReplica {
 		t.Errorf("a Spec whose term was not persisted was recorded: %+v", a.spec)
 	}
+	// The operator re-sending the same primary Spec (as during a slow
+	// promotion) is accepted and renews the lease.
+	a.cfg.StateFile = statePath
+	primary := `{"role":"primary","slots":["dbkeeper_standby_1"],"leaseSeconds":15,"term":4}`
+	if rec := put(primary); rec.Code != http.StatusOK {
+		t.Fatalf("term 4: %d %s", rec.Code, rec.Body)
+	}
+	a.leaseDeadline = time.Now().Add(-time.Second)
+	if rec := put(primary); rec.Code != http.StatusOK {
+		t.Fatalf("term 4 again: %d %s", rec.Code, rec.Body)
+	}
+	if left := time.Until(a.leaseDeadline); left < 14*time.Second {
+		t.Errorf("the same primary Spec again left the lease at %v, want it renewed to 15 s", left)
+	}
 }
 
 // rewriteTo sends every request to the test server at base.
