@@ -61,7 +61,7 @@ type Agent struct {
 	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
 	standbySince  time.Time       // when the server last started as a standby of an upstream
 	replies       map[string]replySeen
-	// poll is the last observation of the primary's slots, with the time
+	// slotPoll is the last observation of the primary's slots, with the time
 	// of the poll that made it; a failed poll clears it.
 	slotPoll     slotPoll
 	startGen     int         // incremented by every start and promotion
