@@ -14,7 +14,7 @@ import (
 )
 
 // Timings of replication the Database's spec does not set
-// (docs/replication.md §9.4).
+// (docs/replication.md §10, §12).
 const (
 	// leaseTTL is the primary lease each renewal grants.
 	leaseTTL = 15 * time.Second
