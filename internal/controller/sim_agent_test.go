@@ -324,6 +324,10 @@ func (w *simWorld) finishPromotion(s *simServer) {
 	s.wal = append(s.wal, simRecord{id: w.id(), timeline: s.timeline})
 	w.trace("%s promoted: writable on timeline %d", w.podName(s.ordinal), s.timeline)
 	w.onWritable(s)
+	if s.spec != nil && s.spec.Role == instance.RoleReplica {
+		w.trace("%s converges on the replica spec it received while promoting", w.podName(s.ordinal))
+		w.demoteOrFollow(s, *s.spec)
+	}
 }
 
 func (w *simWorld) id() int { w.nextID++; return w.nextID }
@@ -344,7 +348,11 @@ func (w *simWorld) demoteOrFollow(s *simServer, spec instance.Spec) {
 		}
 		w.trace("%s demoted at %s", pod, s.stopped)
 	}
-	s.promoteAt = time.Time{} // a replica Spec stops a promotion under way
+	if !s.promoteAt.IsZero() {
+		// pg_promote cannot be taken back: the agent converges on this
+		// Spec once the promotion finished (finishPromotion).
+		return
+	}
 	s.fenced, s.phase, s.inRecovery, s.slots, s.lease = false, instance.PhaseRunning, true, nil, time.Time{}
 	if spec.Upstream == "" {
 		if s.streaming {
@@ -375,12 +383,18 @@ func (w *simWorld) rewind(s, u *simServer) {
 		return // no fork: one history contains the other
 	}
 	w.trace("%s rewound against %s: discards %d records from %s", w.podName(s.ordinal), w.podName(u.ordinal), len(s.wal)-n, simLSN(n))
-	if tl := s.wal[len(s.wal)-1].timeline; tl >= u.timeline {
-		// Its history is not an older timeline the upstream's left: no
-		// fork is proven, the standby's timeline is as new as its
-		// upstream's or newer.
-		w.onDiscard(fmt.Sprintf("%s discarded %d records of timeline %d to follow %s on timeline %d: no proven fork",
-			w.podName(s.ordinal), len(s.wal)-n, tl, w.podName(u.ordinal), u.timeline))
+	commits := 0
+	for _, r := range s.wal[n:] {
+		if r.commit {
+			commits++
+		}
+	}
+	if tl := s.wal[len(s.wal)-1].timeline; tl >= u.timeline && commits > 0 {
+		// A newer history thrown away to follow an older one: not the
+		// loss a failover allows (what the promoted standby never
+		// received), and no proven fork of the standby's own timeline.
+		w.onDiscard(fmt.Sprintf("%s discarded %d acknowledged commits of timeline %d to follow %s on timeline %d",
+			w.podName(s.ordinal), commits, tl, w.podName(u.ordinal), u.timeline))
 	}
 	s.wal = s.wal[:n]
 	s.timeline = u.timeline

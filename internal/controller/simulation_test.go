@@ -532,7 +532,13 @@ func TestSimulation(t *testing.T) {
 			continue
 		}
 		failed = append(failed, seed)
-		byKind[violationKind(h.violations[0])]++
+		kinds := map[string]bool{}
+		for _, v := range h.violations {
+			kinds[violationKind(v)] = true
+		}
+		for k := range kinds {
+			byKind[k]++
+		}
 		if len(failed) <= 3 || seeds == 1 {
 			lines := 60
 			if seeds == 1 {
@@ -553,14 +559,16 @@ func TestSimulation(t *testing.T) {
 func violationKind(v string) string {
 	switch {
 	case strings.Contains(v, "accept writes at once"):
-		return "1:two writable"
+		return "1:two writable servers"
 	case strings.Contains(v, "labelled primary"):
 		return "2:two labelled primary"
 	case strings.Contains(v, "one timeline"):
-		return "3:two promotions from one timeline"
-	case strings.Contains(v, "re-clone") || strings.Contains(v, "discarded"):
-		return "3:wipe"
+		return "3:two histories on one timeline"
+	case strings.Contains(v, "re-clone"):
+		return "3:re-clone without authorisation"
+	case strings.Contains(v, "acknowledged commits of timeline"):
+		return "3:acknowledged commits of a newer timeline discarded"
 	default:
-		return "4:term"
+		return "4:fencing term"
 	}
 }
