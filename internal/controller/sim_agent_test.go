@@ -82,12 +82,13 @@ type simCall struct {
 	outcome string
 }
 
-// simDelivery is an Apply the controller gave up on that reaches the agent
-// later.
+// simDelivery is an Apply the controller gave up on that the agent read
+// in time (at sent) but applies later (at at), as a handler blocked on a
+// slow server would: the lease it grants counts from when it was read.
 type simDelivery struct {
-	at   time.Time
-	pod  string
-	spec instance.Spec
+	sent, at time.Time
+	pod      string
+	spec     instance.Spec
 }
 
 // simFaults are the probabilities of the agent client's faults.
@@ -200,7 +201,7 @@ func (w *simWorld) Apply(_ context.Context, ip, _ string, spec instance.Spec) (*
 	}
 	if d, ok := w.delayNext[call.pod]; ok {
 		delete(w.delayNext, call.pod)
-		w.queue = append(w.queue, simDelivery{at: w.now.Add(d), pod: call.pod, spec: spec})
+		w.queue = append(w.queue, simDelivery{sent: w.now, at: w.now.Add(d), pod: call.pod, spec: spec})
 		call.outcome = fmt.Sprintf("late by %v", d)
 		return nil, fmt.Errorf("PUT /spec: %w", context.DeadlineExceeded)
 	}
@@ -212,18 +213,18 @@ func (w *simWorld) Apply(_ context.Context, ip, _ string, spec instance.Spec) (*
 		// The controller's timeout returns; the request reaches the
 		// agent later.
 		late := time.Duration(w.rng.Int64N(int64(w.faults.lateMax)) + 1)
-		w.queue = append(w.queue, simDelivery{at: w.now.Add(late), pod: call.pod, spec: spec})
+		w.queue = append(w.queue, simDelivery{sent: w.now, at: w.now.Add(late), pod: call.pod, spec: spec})
 		call.outcome = fmt.Sprintf("late by %v", late.Round(time.Millisecond))
 		return nil, fmt.Errorf("PUT /spec: %w", context.DeadlineExceeded)
 	case r < w.faults.applyFail+w.faults.applyLate+w.faults.applyLostAnswer:
-		_, err := w.accept(s, spec)
+		_, err := w.accept(s, spec, w.now)
 		call.outcome = "applied, answer lost"
 		if err != nil {
 			call.outcome = "refused, answer lost: " + err.Error()
 		}
 		return nil, fmt.Errorf("PUT /spec: %w", context.DeadlineExceeded)
 	}
-	st, err := w.accept(s, spec)
+	st, err := w.accept(s, spec, w.now)
 	call.outcome = "ok"
 	if err != nil {
 		call.outcome = "refused: " + err.Error()
@@ -244,7 +245,7 @@ func (w *simWorld) deliver() {
 			w.trace("late %s spec (term %d) to %s lost: the pod is gone", d.spec.Role, d.spec.Term, d.pod)
 			continue
 		}
-		_, err := w.accept(s, d.spec)
+		_, err := w.accept(s, d.spec, d.sent)
 		w.delivered = append(w.delivered, simCall{at: w.now, pod: d.pod, spec: d.spec, outcome: errText(err)})
 		w.trace("late %s spec (term %d) delivered to %s: %v", d.spec.Role, d.spec.Term, d.pod, errText(err))
 	}
@@ -258,9 +259,9 @@ func errText(err error) string {
 	return "refused: " + err.Error()
 }
 
-// accept is the agent's handling of a Spec it received: the term rule,
-// then the convergence the Spec asks for.
-func (w *simWorld) accept(s *simServer, spec instance.Spec) (*instance.Status, error) {
+// accept is the agent's handling of a Spec it read at read: the term
+// rule, then the convergence the Spec asks for.
+func (w *simWorld) accept(s *simServer, spec instance.Spec, read time.Time) (*instance.Status, error) {
 	pod := w.podName(s.ordinal)
 	if spec.Term < s.term {
 		return nil, fmt.Errorf("%w: spec term %d, seen %d", instance.ErrStaleTerm, spec.Term, s.term)
@@ -280,7 +281,7 @@ func (w *simWorld) accept(s *simServer, spec instance.Spec) (*instance.Status, e
 		s.slots = slices.Clone(spec.Slots)
 		s.lease = time.Time{}
 		if len(spec.Slots) > 0 && spec.LeaseSeconds > 0 {
-			s.lease = w.now.Add(time.Duration(spec.LeaseSeconds) * time.Second)
+			s.lease = read.Add(time.Duration(spec.LeaseSeconds) * time.Second)
 		}
 		switch {
 		case s.fenced || s.phase != instance.PhaseRunning:

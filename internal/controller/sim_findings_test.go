@@ -72,19 +72,21 @@ func TestSimSlowPromotionKeepsItsTarget(t *testing.T) {
 }
 
 // TestSimLateRenewalCannotRearmTheOldPrimary is finding 3 of issue 21: a
-// lease renewal (a primary Spec) sent to the primary arrives 60 s late,
-// after the controller failed over to a standby and turned the old primary
-// into a standby of the new one. The agent must refuse it as of a stale
-// term (the controller's later decisions carry higher terms), so the old
-// primary is never writable again.
+// lease renewal (a primary Spec) the primary's agent read in time is
+// applied 13 s late (its handler blocked), after the controller failed
+// over to a standby (failoverTimeout 10 s) and turned the old primary into
+// a standby of the new one, while the lease it grants still runs. The
+// agent must refuse it as of a stale term (the controller's later
+// decisions carry higher terms), so the old primary is never writable
+// again.
 func TestSimLateRenewalCannotRearmTheOldPrimary(t *testing.T) {
-	h := simSteady(t, simOptions{replicas: 3, promoteInstantly: true})
-	h.w.delayNext[h.podName(0)] = 60 * time.Second
+	h := simSteady(t, simOptions{replicas: 3, promoteInstantly: true, failoverTimeout: 10 * time.Second})
+	h.w.delayNext[h.podName(0)] = 13 * time.Second
 	h.advance(500 * time.Millisecond)
 	h.step++
 	h.setReady(0, false)
 	h.logf("orders-0 Ready=false: the failover starts")
-	for ; h.step < 11+300 && len(h.violations) == 0; h.step++ {
+	for ; h.step < 11+120 && len(h.violations) == 0; h.step++ {
 		h.advance(500 * time.Millisecond)
 	}
 	if len(h.w.delivered) == 0 {

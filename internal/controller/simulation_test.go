@@ -104,6 +104,8 @@ type simOptions struct {
 	promoteDelay time.Duration
 	// promoteInstantly makes every promotion finish as it is asked for.
 	promoteInstantly bool
+	// failoverTimeout is spec.failoverTimeout; 0 leaves the default.
+	failoverTimeout time.Duration
 }
 
 func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
@@ -138,6 +140,9 @@ func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace("sim")))
 	db.Spec.Replicas = ptr.To(int32(o.replicas))
 	db.UID = ""
+	if o.failoverTimeout > 0 {
+		db.Spec.FailoverTimeout = &metav1.Duration{Duration: o.failoverTimeout}
+	}
 	ctx := context.Background()
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
