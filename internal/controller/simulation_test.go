@@ -49,7 +49,7 @@ import (
 //     above the persisted status.term.
 //
 // Every run is reproducible from its seed: DBKEEPER_SIM_SEED=<n> reruns
-// one with its whole trace.
+// one and logs its whole trace (with -v when it passes).
 
 // Environment of the simulation.
 const (
@@ -94,6 +94,8 @@ type simHarness struct {
 	term int64
 	// calls is how many of w.calls were traced.
 	calls int
+	// counts are what happened, for the summary: promotions, faults.
+	counts map[string]int
 }
 
 // simOptions shape a run.
@@ -155,7 +157,7 @@ func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
 	*h = simHarness{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, key: client.ObjectKeyFromObject(db), n: o.replicas,
 		start: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), downUntil: map[int]int{}, readyAt: map[int]int{},
-		acked: map[int]string{}, lost: map[int]bool{}, owner: map[uint32]int{1: 0},
+		acked: map[int]string{}, lost: map[int]bool{}, owner: map[uint32]int{1: 0}, counts: map[string]int{},
 	}
 	w := &simWorld{now: h.start, db: db.Name, ip: map[string]int{}, delayNext: map[string]time.Duration{}, rng: rand.New(rand.NewPCG(seed, 0xa9e7)),
 		host: func(pod string) string { return podHost(db, pod) }}
@@ -289,6 +291,7 @@ func (h *simHarness) writable(s *simServer) {
 		h.violate("orders-%d promoted to timeline %d, which orders-%d was promoted to before: two histories on one timeline", s.ordinal, s.timeline, o)
 	}
 	h.owner[s.timeline] = s.ordinal
+	h.counts["promotions"]++
 	have := map[int]bool{}
 	for _, r := range s.wal {
 		have[r.id] = true
@@ -385,10 +388,14 @@ func (h *simHarness) reconcile(r *DatabaseReconciler, who string) {
 		h.logf("    → %s %s up=%s term=%d lease=%d: %s", c.pod, c.spec.Role, podOfHost(c.spec.Upstream), c.spec.Term, c.spec.LeaseSeconds, c.outcome)
 	}
 	h.calls = len(h.w.calls)
+	h.counts["status polls failed"] += len(h.w.statusFails)
 	for {
 		select {
 		case e := <-h.rec.Events:
 			h.logf("    event %s", e)
+			if strings.Contains(e, " Failover ") {
+				h.counts["Failover events"]++
+			}
 			continue
 		default:
 		}
@@ -424,17 +431,18 @@ func (h *simHarness) faults() {
 	pick := h.rng.IntN(h.n)
 	s := w.servers[pick]
 	switch r := h.rng.Float64(); {
-	case r < 0.02 && s.up && !s.cut:
+	case r < 0.015 && s.up && !s.cut:
 		s.cut, s.isolated = true, h.rng.IntN(2) == 0
 		if h.rng.IntN(2) == 0 {
 			h.setReady(pick, false)
 		}
 		h.logf("orders-%d cut from the network (isolated from its peers too: %v)", pick, s.isolated)
-	case r < 0.08 && s.cut:
+		h.counts["network cuts"]++
+	case r < 0.065 && s.cut:
 		s.cut, s.isolated = false, false
 		h.setReady(pick, true)
 		h.logf("orders-%d reachable again", pick)
-	case r < 0.10 && s.up && len(h.downUntil) < h.n-1:
+	case r < 0.075 && s.up && len(h.downUntil) < h.n-1:
 		if err := h.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: h.podName(pick)}}); err != nil {
 			h.t.Fatal(err)
 		}
@@ -449,14 +457,16 @@ func (h *simHarness) faults() {
 		}
 		s.cut, s.isolated = false, false
 		h.downUntil[pick] = h.step + 1 + h.rng.IntN(15)
-	case r < 0.14 && s.up && !s.cut:
+		h.counts["pod deletions"]++
+	case r < 0.105 && s.up && !s.cut:
 		ready := h.rng.IntN(2) == 0
 		h.setReady(pick, ready)
 		h.logf("orders-%d Ready=%v", pick, ready)
-	case r < 0.15:
+	case r < 0.11:
 		h.old, h.oldUntil = h.r, h.step+h.rng.IntN(4)
 		h.r = h.newReconciler()
 		h.logf("the controller restarts (a new leader with no memory; the old one runs %d more steps)", h.oldUntil-h.step)
+		h.counts["controller restarts"]++
 	}
 }
 
@@ -464,7 +474,10 @@ func (h *simHarness) faults() {
 func (h *simHarness) run(steps int, faults bool) {
 	for h.step = 0; h.step < steps && len(h.violations) == 0; h.step++ {
 		dt := 500 * time.Millisecond
-		if faults {
+		// The first steps are fault-free: the controller adopts ordinal 0
+		// (which, restarted before that, would come back as the single
+		// primary it was, not modelled here) and the standbys stream.
+		if faults && h.step >= 10 {
 			dt = time.Duration(100+h.rng.IntN(5900)) * time.Millisecond
 			h.faults()
 		}
@@ -480,6 +493,9 @@ func (h *simHarness) advance(dt time.Duration) {
 	h.w.tick(func(*simServer) int { return h.rng.IntN(3) })
 	h.w.mu.Unlock()
 	h.logf("step %d:%s", h.step, h.w.describe())
+	if slices.ContainsFunc(h.w.servers, (*simServer).writable) {
+		h.counts["steps with a writable server"]++
+	}
 	h.check("after the world moved")
 	if h.old != nil && h.step <= h.oldUntil && h.rng.IntN(2) == 0 {
 		h.reconcile(h.old, "the old controller")
@@ -525,15 +541,26 @@ func TestSimulation(t *testing.T) {
 	}
 	began := time.Now()
 	var failed []uint64
-	byKind := map[string]int{}
+	byKind, counts := map[string]int{}, map[string]int{}
 	total, lost, acked := 0, 0, 0
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		h := newSimHarness(t, seed, simOptions{replicas: 2 + int(seed%2), faults: true})
 		h.run(steps, true)
 		total += h.step
+		for k, v := range h.counts {
+			counts[k] += v
+		}
+		for _, c := range h.w.calls {
+			if strings.HasPrefix(c.outcome, "late") {
+				counts["late specs"]++
+			}
+		}
 		lost += len(h.lost)
 		acked += len(h.acked)
 		if len(h.violations) == 0 {
+			if seeds == 1 {
+				t.Logf("seed %d trace:\n%s", seed, strings.Join(h.trace, "\n"))
+			}
 			continue
 		}
 		failed = append(failed, seed)
@@ -553,8 +580,8 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(began)
-	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by asynchronous failover; %d seeds with violations %v",
-		seeds, total, elapsed.Round(time.Millisecond), (elapsed / time.Duration(seeds)).Round(time.Microsecond), acked, lost, len(failed), byKind)
+	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by asynchronous failover; %v; %d seeds with violations %v",
+		seeds, total, elapsed.Round(time.Millisecond), (elapsed / time.Duration(seeds)).Round(time.Microsecond), acked, lost, counts, len(failed), byKind)
 	if len(failed) > 0 {
 		t.Errorf("violations on seeds %v", failed)
 	}
