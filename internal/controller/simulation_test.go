@@ -393,8 +393,8 @@ func (h *simHarness) reconcile(r *DatabaseReconciler, who string) {
 		select {
 		case e := <-h.rec.Events:
 			h.logf("    event %s", e)
-			if strings.Contains(e, " Failover ") {
-				h.counts["Failover events"]++
+			if f := strings.Fields(e); len(f) > 1 {
+				h.counts["event "+f[1]]++
 			}
 			continue
 		default:
@@ -462,7 +462,19 @@ func (h *simHarness) faults() {
 		ready := h.rng.IntN(2) == 0
 		h.setReady(pick, ready)
 		h.logf("orders-%d Ready=%v", pick, ready)
-	case r < 0.11:
+	case r < 0.115:
+		// A user asks for a switchover (spec.primary), or takes it back.
+		db := h.database()
+		db.Spec.Primary = ""
+		if h.rng.IntN(3) != 0 {
+			db.Spec.Primary = h.podName(pick)
+		}
+		if err := h.c.Update(context.Background(), db); err != nil {
+			h.t.Fatal(err)
+		}
+		h.logf("spec.primary = %q", db.Spec.Primary)
+		h.counts["spec.primary changes"]++
+	case r < 0.12:
 		h.old, h.oldUntil = h.r, h.step+h.rng.IntN(4)
 		h.r = h.newReconciler()
 		h.logf("the controller restarts (a new leader with no memory; the old one runs %d more steps)", h.oldUntil-h.step)
