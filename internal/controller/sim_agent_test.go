@@ -41,13 +41,22 @@ type simServer struct {
 	// isolated also stops the standbys streaming from it.
 	cut, isolated bool
 
-	spec       *instance.Spec
-	phase      instance.Phase
-	fenced     bool
-	fencedTerm int64
-	term       int64
-	inRecovery bool
-	timeline   uint32
+	spec   *instance.Spec
+	phase  instance.Phase
+	fenced bool
+	// heldTerm is the highest term in which the server was told, or
+	// decided, not to be a primary (a replica or fenced spec, its lease
+	// running out): only a primary spec of a later term makes it primary.
+	heldTerm int64
+	// held is a former primary whose agent restarted: its server stays
+	// stopped until a spec says what to make of it.
+	held bool
+	// promoteAbove is the PromoteAbove of the primary spec that began the
+	// promotion under way.
+	promoteAbove uint32
+	term         int64
+	inRecovery   bool
+	timeline     uint32
 	// upstream is the pod name the standby follows or last followed.
 	upstream  string
 	streaming bool
@@ -272,10 +281,10 @@ func (w *simWorld) accept(s *simServer, spec instance.Spec, read time.Time) (*in
 	w.onAccept(pod, spec)
 	switch spec.Role {
 	case instance.RolePrimary:
-		if s.fenced && spec.Term <= s.fencedTerm {
-			// Fenced in a term this Spec does not supersede: a late or
-			// repeated request never re-arms it.
-			s.errText = fmt.Sprintf("fenced in term %d: a primary spec of a later term is needed", s.fencedTerm)
+		if spec.Term <= s.heldTerm {
+			// Told in a term this Spec does not supersede not to be a
+			// primary: a late or repeated request never re-arms it.
+			s.errText = fmt.Sprintf("held as a non-primary in term %d: a primary spec of a later term is needed", s.heldTerm)
 			break
 		}
 		s.slots = slices.Clone(spec.Slots)
@@ -284,16 +293,24 @@ func (w *simWorld) accept(s *simServer, spec instance.Spec, read time.Time) (*in
 			s.lease = read.Add(time.Duration(spec.LeaseSeconds) * time.Second)
 		}
 		switch {
+		case s.held:
+			// Started writable on its own timeline: no promotion.
+			s.held, s.phase, s.inRecovery = false, instance.PhaseRunning, false
+			w.trace("%s starts writable on timeline %d, its own", pod, s.timeline)
 		case s.fenced || s.phase != instance.PhaseRunning:
 			// A stopped or fenced server starts in recovery and promotes.
 			s.fenced, s.phase, s.inRecovery = false, instance.PhaseRunning, true
+			s.promoteAbove = spec.PromoteAbove
 			w.startPromotion(s)
 		case s.inRecovery && s.promoteAt.IsZero():
+			s.promoteAbove = spec.PromoteAbove
 			w.startPromotion(s)
 		}
 	case instance.RoleReplica:
+		s.heldTerm = max(s.heldTerm, spec.Term)
 		w.demoteOrFollow(s, spec)
 	case instance.RoleFenced:
+		s.heldTerm = max(s.heldTerm, spec.Term)
 		if !s.fenced {
 			w.trace("%s fenced by its spec (term %d)", pod, spec.Term)
 		}
@@ -321,7 +338,9 @@ func (w *simWorld) startPromotion(s *simServer) {
 func (w *simWorld) finishPromotion(s *simServer) {
 	s.promoteAt = time.Time{}
 	s.inRecovery = false
-	s.timeline++
+	// PostgreSQL takes the timeline above the newest history file it
+	// sees; the agent wrote placeholders up to PromoteAbove.
+	s.timeline = max(s.timeline, s.promoteAbove) + 1
 	s.wal = append(s.wal, simRecord{id: w.id(), timeline: s.timeline})
 	w.trace("%s promoted: writable on timeline %d", w.podName(s.ordinal), s.timeline)
 	w.onWritable(s)
@@ -354,7 +373,7 @@ func (w *simWorld) demoteOrFollow(s *simServer, spec instance.Spec) {
 		// Spec once the promotion finished (finishPromotion).
 		return
 	}
-	s.fenced, s.phase, s.inRecovery, s.slots, s.lease = false, instance.PhaseRunning, true, nil, time.Time{}
+	s.fenced, s.held, s.phase, s.inRecovery, s.slots, s.lease = false, false, instance.PhaseRunning, true, nil, time.Time{}
 	if spec.Upstream == "" {
 		if s.streaming {
 			s.streamed = w.now
@@ -416,7 +435,8 @@ func (w *simWorld) fence(s *simServer) {
 	if s.streaming {
 		s.streamed = w.now
 	}
-	s.fenced, s.phase, s.fencedTerm, s.promoteAt, s.streaming = true, instance.PhaseFenced, s.term, time.Time{}, false
+	s.fenced, s.phase, s.promoteAt, s.streaming = true, instance.PhaseFenced, time.Time{}, false
+	s.heldTerm = max(s.heldTerm, s.term)
 }
 
 // streamsFrom reports whether o streams from p right now.

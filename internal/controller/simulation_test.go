@@ -189,7 +189,7 @@ func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
 	h.w = w
 	wal := []simRecord{{id: -3, timeline: 1}, {id: -2, timeline: 1}, {id: -1, timeline: 1}}
 	for i := range o.replicas {
-		s := &simServer{ordinal: i, up: true, phase: instance.PhaseRunning, inRecovery: i != 0, timeline: 1, wal: slices.Clone(wal)}
+		s := &simServer{ordinal: i, up: true, phase: instance.PhaseRunning, inRecovery: i != 0, timeline: 1, wal: slices.Clone(wal), heldTerm: -1}
 		w.servers = append(w.servers, s)
 		w.ip[simIP(i)] = i
 		h.addPod(i, true)
@@ -412,9 +412,16 @@ func (h *simHarness) faults() {
 			s := w.servers[i]
 			// The pod is recreated: its agent starts again with the data
 			// and the state file it had.
+			wasPrimary := !s.inRecovery && !s.fenced && s.promoteAt.IsZero()
 			s.up, s.spec, s.streaming, s.upstream, s.promoteAt, s.slots, s.lease = true, nil, false, "", time.Time{}, nil, time.Time{}
 			s.inRecovery = true
-			if !s.fenced {
+			switch {
+			case wasPrimary:
+				// A primary with standbys is held stopped until a spec: a
+				// primary spec starts it writable on its own timeline,
+				// without a promotion that would make a new one.
+				s.phase, s.held = instance.PhaseStopped, true
+			case !s.fenced:
 				s.phase = instance.PhaseRunning
 			}
 			h.addPod(i, false)
