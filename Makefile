@@ -98,9 +98,10 @@ test-unit: ## Run only the tests that need no API server.
 FUZZ_TIME ?= 30s
 
 .PHONY: test-faults
-test-faults: k8s-tools ## Run the fault soaks on devcluster (DBKEEPER_FAULTS=long), then fuzz each admission target for FUZZ_TIME.
+test-faults: k8s-tools ## Run the fault soaks on devcluster (DBKEEPER_FAULTS=long) and the long replication simulation, then fuzz each admission target for FUZZ_TIME.
 	DBKEEPER_FAULTS=long go test -count=1 -timeout 40m -v ./test/faults/ || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
+	DBKEEPER_FAULTS=long go test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/controller/
 	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzAdmission$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/

@@ -89,7 +89,7 @@ func noReplication(engine dbv1.Engine) string {
 const forReplication = "owned by dbkeeper for replication"
 
 // postgresReplicationParameters are the postgres settings dbkeeper's
-// streaming replication sets or depends on (docs/replication.md §2, §12):
+// streaming replication sets or depends on (docs/replication.md §2, §19):
 // the WAL and standby settings, the upstream a standby streams from, the
 // recovery target every standby follows (the latest timeline), and the
 // ways to promote or feed a standby other than the operator's. Not among

@@ -14,7 +14,7 @@ import (
 )
 
 // Timings of replication the Database's spec does not set
-// (docs/replication.md §9.4).
+// (docs/replication.md §10, §12).
 const (
 	// leaseTTL is the primary lease each renewal grants.
 	leaseTTL = 15 * time.Second
@@ -193,6 +193,8 @@ func (run *replicationRun) decide(ctx context.Context) {
 		// A target told to promote by an operator from before fencing
 		// terms: the change is committed to it now.
 		run.commit(ctx, out.targetPrimary, "it was told to promote before this change was committed")
+	case run.primaryless() && run.byName[out.currentPrimary] != nil && run.byName[out.currentPrimary].answered():
+		run.commit(ctx, out.currentPrimary, fmt.Sprintf("the change of primary in term %d was abandoned, and %s answers", run.term(), out.currentPrimary))
 	case out.targetPrimary != "" && meta.IsStatusConditionTrue(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver) &&
 		inProgress.Reason == dbv1.ReasonSwitchover:
 		run.continueSwitchover(ctx, inProgress.LastTransitionTime.Time)

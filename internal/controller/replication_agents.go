@@ -19,7 +19,9 @@ func (run *replicationRun) steady(ctx context.Context) {
 	primary := run.out.currentPrimary
 	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
 	run.relabel(ctx, primary)
-	if p := run.byName[primary]; p != nil && p.answered() && p.pod.DeletionTimestamp == nil {
+	// No primary spec in a term with no primary (primaryless): the
+	// primary of the last term is made writable again only by a commit.
+	if p := run.byName[primary]; p != nil && p.answered() && p.pod.DeletionTimestamp == nil && !run.primaryless() {
 		if st := run.apply(ctx, p, run.primarySpec(p)); st != nil {
 			p.status = st
 		}
@@ -45,7 +47,7 @@ func (run *replicationRun) steady(ctx context.Context) {
 // the StatefulSet keeps, and a lease when it has standbys.
 func (run *replicationRun) primarySpec(p *member) instance.Spec {
 	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), p.ordinal+1)
-	spec := instance.Spec{Role: instance.RolePrimary, Term: run.term()}
+	spec := instance.Spec{Role: instance.RolePrimary, Term: run.term(), PromoteAbove: run.highestTimeline()}
 	for i := range replicas {
 		if i != p.ordinal {
 			spec.Slots = append(spec.Slots, replication.SlotName(i))
@@ -104,6 +106,22 @@ func (run *replicationRun) event(eventType, reason, format string, args ...any) 
 
 // specEqual reports whether two agent specs ask for the same thing.
 func specEqual(a, b instance.Spec) bool {
-	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot &&
+	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot && a.PromoteAbove == b.PromoteAbove &&
 		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term && a.Reclone == b.Reclone
+}
+
+// highestTimeline is the highest timeline the controller knows a server of
+// the Database reached: what the agents answer now, and what the status
+// recorded of each instance.
+func (run *replicationRun) highestTimeline() uint32 {
+	var tl uint32
+	for _, m := range run.members {
+		if m.answered() {
+			tl = max(tl, m.status.Timeline)
+		}
+	}
+	for _, in := range run.s.db.Status.Instances {
+		tl = max(tl, uint32(max(in.Timeline, 0)))
+	}
+	return tl
 }

@@ -160,10 +160,12 @@ func (run *replicationRun) continueSwitchover(ctx context.Context, started time.
 			out.targetPrimary, out.change = "", nil
 			return
 		}
-		// The old primary, which nobody replaced, is made writable again.
+		// The old primary, which nobody replaced, is made writable again:
+		// in a new term, since it may have been told to be a standby in
+		// this one, and a primary spec of this term arriving late must not
+		// make it writable behind the controller's back.
 		run.event(corev1.EventTypeWarning, "SwitchoverFailed", "switching over from %s to %s abandoned: it did not finish within %v; %s stays the primary", from, to, switchoverTimeout, from)
-		out.targetPrimary, out.change = "", nil
-		run.steady(ctx)
+		run.commit(ctx, from, fmt.Sprintf("the switchover to %s did not finish within %v", to, switchoverTimeout))
 		return
 	}
 	if old == nil || !old.answered() || target == nil || !target.answered() {

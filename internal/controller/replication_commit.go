@@ -60,6 +60,13 @@ func (run *replicationRun) toldToPromote() bool {
 		t.status.Spec.Role == instance.RolePrimary && t.status.Spec.Term >= run.term() && run.term() == run.s.db.Status.PrimaryTerm
 }
 
+// primaryless reports a term in which no pod is the primary: a change of
+// primary was committed in it and abandoned. The old primary is then made
+// writable only by a new commit, never by a primary spec of this term.
+func (run *replicationRun) primaryless() bool {
+	return run.out.targetPrimary == "" && run.term() > run.out.primaryTerm
+}
+
 // commit commits the change of primary to target in a new term. Nothing
 // is sent now: the next reconcile, once the status is stored, promotes.
 func (run *replicationRun) commit(ctx context.Context, target, why string) {
@@ -103,19 +110,20 @@ func (run *replicationRun) continuePromotion(ctx context.Context) {
 	st := target.status
 	fence := instance.Spec{Role: instance.RoleFenced, Term: term}
 	if st.Fenced && st.Spec != nil && st.Spec.Term >= term {
-		// Fenced since it was sent this term's primary spec: by its lease
-		// running out, or by the fence below.
 		if st.Spec.Role == instance.RoleFenced {
-			// The fence of this term is acknowledged: no primary spec of
-			// this term can make it writable, so another target may be
-			// chosen, in a new term.
+			// The fence of this term (below) is acknowledged: no primary
+			// spec of this term can make it writable, so another target
+			// may be chosen, in a new term.
 			run.event(corev1.EventTypeWarning, "PromotionAbandoned", "%s could not be promoted in term %d and is fenced: choosing again", to, term)
 			out.targetPrimary, out.change = "", nil
 			run.mem.stuckSince = time.Time{}
 			return
 		}
-		out.change.message += fmt.Sprintf(": abandoning, %s fenced itself; acknowledging the fence", to)
-		run.apply(ctx, target, fence)
+		// It fenced itself after this term's primary spec: its lease ran
+		// out while the controller could not renew it, perhaps after it
+		// had accepted writes no other server has. It stays the target,
+		// made writable again in a new term.
+		run.commit(ctx, to, fmt.Sprintf("it fenced itself in term %d, its lease run out", term))
 		return
 	}
 	// A target that does not run (no data, stopped, cloning, or fenced

@@ -77,12 +77,25 @@ func (run *replicationRun) report() {
 		}
 		if m.answered() {
 			st.Timeline = int64(m.status.Timeline)
+		} else if i := slices.IndexFunc(run.s.db.Status.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == m.name() }); i >= 0 {
+			// The last timeline it reported: a promotion elsewhere must
+			// choose one above it (highestTimeline).
+			st.Timeline = run.s.db.Status.Instances[i].Timeline
 		}
 		if !st.Ready && m.ordinal < replicas && m.pod.DeletionTimestamp == nil {
 			problems = append(problems, m.name()+": "+st.Message)
 		}
 		out.instances = append(out.instances, st)
 	}
+	for _, in := range run.s.db.Status.Instances {
+		if run.byName[in.Name] == nil && ordinalOf(in.Name) >= 0 && ordinalOf(in.Name) < replicas {
+			// A pod the Database keeps, gone for now: its last timeline
+			// stays known, so that no promotion elsewhere reuses it
+			// (highestTimeline).
+			out.instances = append(out.instances, dbv1.InstanceStatus{Name: in.Name, Role: in.Role, Timeline: in.Timeline, Message: "no pod"})
+		}
+	}
+	slices.SortFunc(out.instances, func(a, b dbv1.InstanceStatus) int { return ordinalOf(a.Name) - ordinalOf(b.Name) })
 	if primary == nil {
 		problems = append([]string{"the primary " + out.currentPrimary + " has no pod"}, problems...)
 	}

@@ -44,9 +44,10 @@ type fakeServer struct {
 	streamedAt time.Time
 	// leaseUntil is when the primary lease the last spec granted runs out.
 	leaseUntil time.Time
-	// term is the highest fencing term the agent has seen, fencedTerm the
-	// term it was fenced in.
-	term, fencedTerm int64
+	// term is the highest fencing term the agent has seen; heldTerm the
+	// highest term in which it was told, or decided, not to be a primary
+	// (-1 for none): only a primary spec of a later term makes it one.
+	term, heldTerm int64
 	// promoteTakes is how long a promotion takes: until promotedAt the
 	// server stays in recovery, following nobody (a standby replaying a
 	// backlog before pg_promote returns).
@@ -103,8 +104,8 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 	s.spec = &spec
 	switch spec.Role {
 	case instance.RolePrimary:
-		if s.fenced && spec.Term <= s.fencedTerm {
-			break // only a primary spec of a later term undoes a fence
+		if spec.Term <= s.heldTerm {
+			break // only a primary spec of a later term undoes a fence or a demotion
 		}
 		if s.inRecovery && s.promoteTakes > 0 {
 			if s.promotedAt.IsZero() {
@@ -124,6 +125,7 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 		s.slots = spec.Slots
 		s.leaseUntil = f.now().Add(time.Duration(spec.LeaseSeconds) * time.Second)
 	case instance.RoleReplica:
+		s.heldTerm = max(s.heldTerm, spec.Term)
 		if !s.inRecovery {
 			// The shutdown checkpoint record starts at stopped.
 			s.stopped = s.lsn
@@ -139,7 +141,7 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 		}
 		s.inRecovery, s.upstream, s.streaming = true, spec.Upstream, true
 	case instance.RoleFenced:
-		s.phase, s.fenced, s.fencedTerm = instance.PhaseFenced, true, s.term
+		s.phase, s.fenced, s.heldTerm = instance.PhaseFenced, true, s.term
 	}
 	return s.status(f.now()), nil
 }
@@ -200,9 +202,9 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	}
 	// Ordinal 0 initialized itself and runs as primary; the others wait
 	// for a spec.
-	f.agents.servers[f.ip(0)] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, lsn: 0x3000000}
+	f.agents.servers[f.ip(0)] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, lsn: 0x3000000, heldTerm: -1}
 	for i := 1; i < 3; i++ {
-		f.agents.servers[f.ip(i)] = &fakeServer{answers: true, phase: instance.PhaseRunning, inRecovery: true, timeline: 1, lsn: 0x3000000}
+		f.agents.servers[f.ip(i)] = &fakeServer{answers: true, phase: instance.PhaseRunning, inRecovery: true, timeline: 1, lsn: 0x3000000, heldTerm: -1}
 	}
 	return f
 }
@@ -335,7 +337,7 @@ func TestReplicationAdoptsOrdinalZeroAndStreamsTheOthers(t *testing.T) {
 		t.Errorf("roles = %v", got)
 	}
 	primary := f.agents.servers[f.ip(0)]
-	want := instance.Spec{Role: instance.RolePrimary, Slots: []string{"dbkeeper_standby_1", "dbkeeper_standby_2"}, LeaseSeconds: 15}
+	want := instance.Spec{Role: instance.RolePrimary, Slots: []string{"dbkeeper_standby_1", "dbkeeper_standby_2"}, LeaseSeconds: 15, PromoteAbove: 1}
 	if primary.spec == nil || !specEqual(*primary.spec, want) {
 		t.Errorf("primary spec = %+v, want %+v", primary.spec, want)
 	}
@@ -694,7 +696,7 @@ func TestReplicationFailoverWaitsForASlowPromotion(t *testing.T) {
 				if len(told) == 1 && !old.answers {
 					// While the candidate promotes, the old primary's agent
 					// answers again: its lease ran out and it fenced itself.
-					old.answers, old.fenced, old.phase, old.fencedTerm = true, true, instance.PhaseFenced, old.term
+					old.answers, old.fenced, old.phase, old.heldTerm = true, true, instance.PhaseFenced, old.term
 				}
 				if f.db.Status.CurrentPrimary == "orders-0" && f.roles()[0] == "primary" && len(told) == 1 {
 					t.Fatalf("at %v, the fenced old primary is labelled primary while orders-%d promotes", f.now, told[0])
@@ -740,7 +742,7 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 	// Its agent answers again, fenced by its lease, and the late renewal
 	// arrives.
 	old := f.agents.servers[f.ip(0)]
-	old.answers, old.fenced, old.phase, old.fencedTerm = true, true, instance.PhaseFenced, old.term
+	old.answers, old.fenced, old.phase, old.heldTerm = true, true, instance.PhaseFenced, old.term
 	if _, err := f.agents.Apply(context.Background(), f.ip(0), "token", late); err == nil && !old.fenced {
 		t.Fatalf("a late primary spec of term %d re-armed the fenced old primary", late.Term)
 	}

@@ -105,7 +105,7 @@ var runDirs = map[dbv1.Engine]string{
 //
 // The update strategy stays RollingUpdate and the pod management policy the
 // default, OrderedReady, although replication wants OnDelete and Parallel
-// (docs/replication.md §2): the pod management policy is immutable on an
+// (docs/replication.md §17): the pod management policy is immutable on an
 // existing StatefulSet, so changing it means an orphaning delete and
 // re-create, which the controller will do when it orders rolling changes
 // itself; until then the StatefulSet controller rolls the pods.

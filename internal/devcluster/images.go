@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -118,13 +119,23 @@ func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// shellImageRepositories are the repositories of the images built here
+// that have a shell: the engine images, made from Debian packages. The
+// others (the sandbox, the instance agent, the manager) hold nothing but
+// their one program.
+var shellImageRepositories = []string{"dbkeeper.local/postgres", "dbkeeper.local/mariadb"}
+
 // helperImage returns the image of the local-path provisioner's helper pods,
 // which make and remove the volume directories with /bin/sh: the first
-// listed image that is neither the sandbox image nor the instance image (the
-// engine images have a shell; those two have nothing but their one program).
+// listed engine image.
 func (n *realNode) helperImage() string {
-	for _, img := range n.images {
-		if img.Name != SandboxImage && !strings.HasPrefix(img.Name, InstanceImageRepository+":") {
+	return helperImageOf(n.images)
+}
+
+func helperImageOf(images []Image) string {
+	for _, img := range images {
+		repo, _, _ := strings.Cut(img.Name, ":")
+		if slices.Contains(shellImageRepositories, repo) {
 			return img.Name
 		}
 	}

@@ -123,3 +123,26 @@ func TestSplitRule(t *testing.T) {
 		t.Errorf("splitRule with escaped quotes = %q", got)
 	}
 }
+
+// TestHelperImageIsAnEngineImage: the volume provisioner's helper pods run
+// /bin/sh, which only the engine images have; an image without a shell
+// listed first (the manager's sorts before the engines') must not be
+// chosen, or no claim is ever provisioned.
+func TestHelperImageIsAnEngineImage(t *testing.T) {
+	for _, tc := range []struct {
+		images []string
+		want   string
+	}{
+		{[]string{"dbkeeper.local/dbkeeper:04bf001f", "dbkeeper.local/dbkeeper-instance:588e2954", "dbkeeper.local/mariadb:10.11.19", "dbkeeper.local/pause:3.10", "dbkeeper.local/postgres:15.20"}, "dbkeeper.local/mariadb:10.11.19"},
+		{[]string{"dbkeeper.local/pause:3.10", "dbkeeper.local/postgres:17.10"}, "dbkeeper.local/postgres:17.10"},
+		{[]string{"dbkeeper.local/pause:3.10", "dbkeeper.local/dbkeeper-instance:588e2954", "dbkeeper.local/postgres-exporter:1"}, ""},
+	} {
+		var images []Image
+		for _, name := range tc.images {
+			images = append(images, Image{Name: name})
+		}
+		if got := helperImageOf(images); got != tc.want {
+			t.Errorf("helperImageOf(%v) = %q, want %q", tc.images, got, tc.want)
+		}
+	}
+}

@@ -123,6 +123,14 @@ type Spec struct {
 	// primary again only by a primary Spec of a term above T. A late or
 	// duplicated request can therefore never re-arm a fenced primary.
 	Term int64 `json:"term,omitempty"`
+	// PromoteAbove is, on a primary Spec, the highest timeline the operator
+	// knows any server of the Database reached: a promotion must choose a
+	// timeline above it. PostgreSQL picks one above the newest history file
+	// it can see, and a standby that never received another server's
+	// history would otherwise pick the same number for a different history,
+	// which pg_rewind later takes for "no rewind required". The agent
+	// writes placeholder history files up to it before it promotes.
+	PromoteAbove uint32 `json:"promoteAbove,omitempty"`
 	// Reclone authorises the agent, once per distinct value, to replace
 	// its data directory with a new clone of Upstream when it cannot
 	// follow Upstream for a reason that is not a proven fork (Status.Stuck).

@@ -131,8 +131,8 @@ func (s *suite) apply(manifest string) {
 	s.mustKubectl("apply", "-f", f)
 }
 
-// secret returns the data of a Secret.
-func (s *suite) secret(ns, name string) map[string]string {
+// secret returns the data of a Secret of the test namespace.
+func (s *suite) secret(name string) map[string]string {
 	s.t.Helper()
 	var sec corev1.Secret
 	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &sec); err != nil {
