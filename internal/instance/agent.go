@@ -165,6 +165,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.start(ctx, modePrimary, "", "")
 	case a.boot == bootPrimary:
 		_ = a.start(ctx, modePrimary, "", "")
+	case a.boot == bootHold:
+		a.setPhase(PhaseStopped)
 	default:
 		up, slot := st.Upstream, st.Slot
 		if st.Detached {
@@ -427,6 +429,9 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 			a.mu.Lock()
 			st := a.st
 			a.mu.Unlock()
+			if heldAsStandby(st, spec) && !st.Fenced {
+				return fmt.Errorf("told to be a standby in term %d: only a primary spec of a later term makes it primary", *st.StandbyTerm)
+			}
 			if spec.Term == 0 && st.Term == 0 {
 				return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
 			}
@@ -462,6 +467,12 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 		a.st.Upstream, a.st.Slot, a.st.Detached = "", "", false
 		a.mu.Unlock()
 		if err := a.saveState(); err != nil {
+			return err
+		}
+		// Starting a standby's data writable ends its recovery on a new
+		// timeline, as a promotion does: either must choose one above
+		// every timeline the operator knows.
+		if err := a.reserveTimelines(ctx, spec.PromoteAbove); err != nil {
 			return err
 		}
 		if act == actStartPrimary {

@@ -34,10 +34,12 @@ const (
 	bootPrimary
 	// bootStandby: every other data directory starts read-only.
 	bootStandby
+	// bootHold: a primary with standbys stays stopped until a Spec.
+	bootHold
 )
 
 func (p bootPlan) String() string {
-	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only"}[p]
+	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only", "stay stopped until a Spec"}[p]
 }
 
 // decideBoot chooses the start: only ordinal 0 with no state file (or
@@ -53,6 +55,13 @@ func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPl
 		return bootWait
 	case st.Role == RolePrimary && !st.Fenced && !st.HasSlots:
 		return bootPrimary
+	case st.Role == RolePrimary && !st.Fenced:
+		// A primary with standbys waits, stopped, for the operator: a
+		// primary Spec starts it writable on its own timeline. Started
+		// read-only, it would need a promotion, whose new timeline the
+		// standbys may never see before one of them is promoted to the
+		// same number.
+		return bootHold
 	case !haveState && ordinal == 0:
 		// The data of a server that ran before the agent existed: a single
 		// server (replication came with the agent, which writes its state
@@ -123,6 +132,8 @@ func decide(cur current, spec Spec) action {
 			return actWait
 		case cur.Running && cur.Mode == modePrimary:
 			return actNone
+		case heldAsStandby(cur.St, spec):
+			return actWait
 		case cur.Running:
 			return actPromote
 		default:
@@ -183,6 +194,12 @@ func unfences(st persisted, spec Spec, fencedSinceSpec bool) bool {
 		return true
 	}
 	return spec.Term == 0 && st.Term == 0 && !fencedSinceSpec
+}
+
+// heldAsStandby reports a primary Spec of a term in which the server was
+// told to be a standby: it does not make the server a primary.
+func heldAsStandby(st persisted, spec Spec) bool {
+	return st.StandbyTerm != nil && spec.Term <= *st.StandbyTerm
 }
 
 // specTerm is what the agent does with a Spec's fencing term given the

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestDecideBoot(t *testing.T) {
 		{"ordinal 0 whose initialization was interrupted initializes again", false, 0, persisted{Role: RolePrimary, Initializing: true}, true, bootInit},
 		{"another ordinal with an empty directory waits", false, 1, persisted{}, false, bootWait},
 		{"a single server restarts writable", true, 0, persisted{Role: RolePrimary}, true, bootPrimary},
-		{"a primary that had standbys starts read-only", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootStandby},
+		{"a primary that had standbys stays stopped until a Spec (no promotion, no new timeline)", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootHold},
 		{"a fenced primary starts read-only", true, 0, persisted{Role: RolePrimary, Fenced: true}, true, bootStandby},
 		{"a standby starts read-only", true, 1, persisted{Role: RoleReplica, Upstream: "a"}, true, bootStandby},
 		{"another ordinal's data with no state starts read-only", true, 1, persisted{}, false, bootStandby},
@@ -52,6 +53,10 @@ func TestDecide(t *testing.T) {
 		want action
 	}{
 		{"a running primary told primary is converged", runningPrimary, primary, actNone},
+		{"a standby told to be one in term 4 is not promoted by a primary Spec of term 4", with(standbyOfB, func(c *current) { c.St.Term, c.St.StandbyTerm = 4, ptrTo(int64(4)) }), inTerm(primary, 4), actWait},
+		{"a standby told to be one in term 4 is promoted by a primary Spec of term 5", with(standbyOfB, func(c *current) { c.St.Term, c.St.StandbyTerm = 5, ptrTo(int64(4)) }), inTerm(primary, 5), actPromote},
+		{"a stopped former standby of term 0 is started writable by a primary Spec of term 1", with(standbyOfB, func(c *current) { c.Running, c.St.Term, c.St.StandbyTerm = false, 1, ptrTo(int64(0)) }), inTerm(primary, 1), actStartPrimary},
+		{"a demoted primary held in term 3 waits, a primary Spec of term 3 notwithstanding", with(standbyOfB, func(c *current) { c.Running, c.St.Term, c.St.StandbyTerm = false, 3, ptrTo(int64(3)) }), inTerm(primary, 3), actWait},
 		{"a standby told primary is promoted", standbyOfB, primary, actPromote},
 		{"a stopped server told primary starts writable", with(standbyOfB, func(c *current) { c.Running = false }), primary, actStartPrimary},
 		{"with no terms, a server fenced after this Spec is not made primary by it", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), primary, actWait},
@@ -371,6 +376,24 @@ func TestRecloneAuthorised(t *testing.T) {
 	} {
 		if got := recloneAuthorised(Spec{Reclone: tc.spec}, persisted{Reclone: tc.acted}); got != tc.want {
 			t.Errorf("spec %q acted %q: %v, want %v", tc.spec, tc.acted, got, tc.want)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestPlaceholderHistories(t *testing.T) {
+	for _, tc := range []struct {
+		own, above uint32
+		want       string
+	}{
+		{3, 3, "[]"},
+		{3, 2, "[]"},
+		{3, 5, "[00000004.history 00000005.history]"},
+		{9, 11, "[0000000A.history 0000000B.history]"},
+	} {
+		if got := fmt.Sprint(placeholderHistories(tc.own, tc.above)); got != tc.want {
+			t.Errorf("placeholderHistories(%d, %d) = %s, want %s", tc.own, tc.above, got, tc.want)
 		}
 	}
 }

@@ -95,6 +95,19 @@ func (a *Agent) accept(spec Spec, now time.Time) error {
 			return fmt.Errorf("persisting term %d: %w", spec.Term, err)
 		}
 	}
+	if spec.Role == RoleReplica {
+		a.mu.Lock()
+		raised := a.st.StandbyTerm == nil || *a.st.StandbyTerm < spec.Term
+		if raised {
+			a.st.StandbyTerm = &spec.Term
+		}
+		a.mu.Unlock()
+		if raised {
+			if err := a.saveState(); err != nil {
+				return fmt.Errorf("persisting that it is a standby in term %d: %w", spec.Term, err)
+			}
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.spec == nil || !reflect.DeepEqual(*a.spec, spec) {

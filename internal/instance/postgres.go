@@ -417,3 +417,41 @@ func (e *StartError) ExitCode() int {
 	}
 	return 1
 }
+
+// reserveTimelines makes a promotion, or the end of recovery, choose a
+// timeline above above: PostgreSQL takes the one after the newest history
+// file it finds in pg_wal, so the agent writes a placeholder for every
+// timeline after the server's own up to above that it lacks. A placeholder
+// is a history file of comments only; nothing reads it but a search for
+// the newest timeline.
+func (a *Agent) reserveTimelines(ctx context.Context, above uint32) error {
+	if above == 0 {
+		return nil
+	}
+	own := a.stoppedTimeline(ctx)
+	if own == 0 {
+		return errors.New("reserving timelines: the server's timeline is unknown (pg_controldata)")
+	}
+	for _, name := range placeholderHistories(own, above) {
+		path := filepath.Join(a.cfg.PGData, "pg_wal", name)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		body := fmt.Sprintf("# dbkeeper: timeline %s is reserved: another server of this Database may have used it\n", strings.TrimSuffix(name, ".history"))
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			return fmt.Errorf("reserving timelines: %w", err)
+		}
+		a.logf("reserved timeline %s for the promotion", name)
+	}
+	return nil
+}
+
+// placeholderHistories are the history file names of the timelines after
+// own up to above.
+func placeholderHistories(own, above uint32) []string {
+	var out []string
+	for tli := own + 1; tli <= above; tli++ {
+		out = append(out, fmt.Sprintf("%08X.history", tli))
+	}
+	return out
+}

@@ -30,6 +30,13 @@ type persisted struct {
 	// FencedTerm is Term at the last fence: only a primary Spec of a
 	// higher term makes the fenced server a primary again.
 	FencedTerm int64 `json:"fencedTerm,omitempty"`
+	// StandbyTerm is the highest term of a replica Spec the agent accepted,
+	// nil when none: told in that term to be a standby, the server becomes
+	// a primary only through a primary Spec of a later term, so a primary
+	// Spec of that term arriving late (a lease renewal from before a
+	// switchover demoted it) cannot make it writable next to the new
+	// primary. It is written before the PUT is answered.
+	StandbyTerm *int64 `json:"standbyTerm,omitempty"`
 	// Reclone is the last Spec.Reclone the agent acted on: each distinct
 	// value authorises one re-clone.
 	Reclone string `json:"reclone,omitempty"`
