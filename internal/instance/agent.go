@@ -543,8 +543,19 @@ func (a *Agent) demote(ctx context.Context, spec Spec) error {
 // latter, finds nothing to do), a new clone.
 func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 	a.stopServer(30 * time.Second)
-	a.setPhase(PhaseRewinding)
 	diverged := a.isDiverged()
+	if cd, err := a.controlData(ctx); err == nil && !diverged && !cleanlyShutDown(cd["Database cluster state"]) {
+		// A server that died (a former primary held stopped since its
+		// agent restarted) recovers first with its own flags, read-only:
+		// pg_rewind's own crash recovery runs without them, and then
+		// refuses the data for want of wal_log_hints.
+		a.logf("crash recovery before rewinding: the cluster state is %q", cd["Database cluster state"])
+		if err := a.start(ctx, modeStandby, "", ""); err != nil {
+			return fmt.Errorf("crash recovery before rewinding: %w", err)
+		}
+		a.stopServer(30 * time.Second)
+	}
+	a.setPhase(PhaseRewinding)
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.rewind(ctx, spec.Upstream)
 	if err == nil && diverged && strings.Contains(out, "no rewind required") {
@@ -915,4 +926,10 @@ func (a *Agent) poll(ctx context.Context) {
 		seen = append(seen, slotSeen{Slot: r.Slot, Active: r.Active, ReplyAgo: ago})
 	}
 	a.slotPoll = slotPoll{At: now, Seen: seen}
+}
+
+// cleanlyShutDown reports a pg_controldata cluster state after a clean
+// shutdown, as a primary or in recovery.
+func cleanlyShutDown(state string) bool {
+	return state == "shut down" || state == "shut down in recovery"
 }

@@ -51,6 +51,10 @@ type cluster struct {
 	pgFlags  []string
 	started  time.Time
 	logFiles []string
+	// term is the fencing term apply gives every Spec that names none;
+	// a promotion of another server raises it first (promote), as the
+	// operator commits a change of primary in a new term.
+	term int64
 }
 
 type agentProc struct {
@@ -318,11 +322,22 @@ func (c *cluster) waitFor(what string, timeout time.Duration, cond func() error)
 
 func (c *cluster) apply(i int, spec instance.Spec) *instance.Status {
 	c.t.Helper()
+	if spec.Term == 0 {
+		spec.Term = c.term
+	}
 	st, err := c.client.Apply(context.Background(), c.ip(i), token, spec)
 	if err != nil {
 		c.t.Fatalf("PUT /spec to db-%d: %v", i, err)
 	}
 	return st
+}
+
+// promote sends db-i a primary Spec in a new term, as the operator does
+// for a change of primary.
+func (c *cluster) promote(i int, spec instance.Spec) *instance.Status {
+	c.t.Helper()
+	c.term++
+	return c.apply(i, spec)
 }
 
 func (c *cluster) status(i int) *instance.Status {
@@ -483,7 +498,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		}
 		return nil
 	})
-	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 60})
+	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 60})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	t.Logf("switchover: db-1 writable %v after the demotion began (db-0 stopped at %s)", time.Since(swStart).Round(10*time.Millisecond), stopped)
 	if got := c.mustSQL(1, rows); got != want {
@@ -531,13 +546,15 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	})
 	c.mustSQL(1, "INSERT INTO t VALUES (1000)") // only on db-1: rewound away
 	c.kill(1)
-	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	c.waitFor("db-0 ready as primary", 30*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "INSERT INTO t VALUES (2000)")
 	c.start(1)
-	c.waitFor("db-1 up read-only", 30*time.Second, func() error {
+	// A primary with standbys restarted waits, stopped, for a Spec: it is
+	// not started read-only and promoted onto a new timeline by itself.
+	c.waitFor("db-1 up and held stopped", 30*time.Second, func() error {
 		st, err := c.client.Status(context.Background(), h1, token)
-		if err != nil || st.Phase != instance.PhaseRunning || !st.InRecovery {
+		if err != nil || st.Phase != instance.PhaseStopped {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}
 		return nil
@@ -583,9 +600,9 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	c.chown(statePath)
 	c.start(2)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60})
-	c.waitFor("db-2 up read-only", 30*time.Second, func() error {
+	c.waitFor("db-2 up and held stopped (its state says primary with standbys)", 30*time.Second, func() error {
 		st, err := c.client.Status(context.Background(), c.ip(2), token)
-		if err != nil || st.Phase != instance.PhaseRunning || !st.InRecovery {
+		if err != nil || st.Phase != instance.PhaseStopped {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}
 		return nil
@@ -768,7 +785,7 @@ func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
 	// db-0 is lost; db-1, which never received rows 1000–1099, is
 	// promoted onto timeline 2 and takes row 2000.
 	c.kill(0)
-	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60})
+	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
 

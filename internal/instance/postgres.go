@@ -357,7 +357,27 @@ func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
 		return "", err
 	}
 	src := a.conninfo(upstream, a.cfg.User, "dbname=postgres")
+	a.removeStalePIDFile()
 	return a.procs.combinedOutput(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
+}
+
+// removeStalePIDFile removes postmaster.pid while no server of the agent
+// runs: the agent is the only one that starts a server on its data
+// directory, so the file is left by a server that died with its process
+// (or its container). pg_rewind's crash recovery in single-user mode
+// refuses to start when the PID the file names has been given to another
+// process since.
+func (a *Agent) removeStalePIDFile() {
+	a.mu.Lock()
+	running := a.srv != nil
+	a.mu.Unlock()
+	if running {
+		return
+	}
+	path := filepath.Join(a.cfg.PGData, "postmaster.pid")
+	if err := os.Remove(path); err == nil {
+		a.logf("removed the stale %s", path)
+	}
 }
 
 // logTail keeps the last max bytes written to it.
