@@ -124,8 +124,9 @@ dbkeeper is running with its webhooks (manager log: %s). In another shell:
 
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl apply -f config/samples/postgres.yaml            # a PostgreSQL Database
-  kubectl get db -w                                         # watch it become Ready
-  kubectl apply -f config/samples/invalid/many-errors.yaml  # see the validation answer
+  kubectl wait --for=condition=Ready db/orders --timeout=2m  # kwok's pods and volumes only pretend
+  kubectl get db                                            # VERSION, PHASE, PRIMARY, READY
+  kubectl apply -f config/samples/invalid/many-errors.yaml  # refused: see the validation answer
 `, manager.LogFile, cluster.Kubeconfig, cluster.BinDir)
 	}
 	fmt.Fprintln(os.Stderr, "devcluster: running; press Ctrl-C to stop")
