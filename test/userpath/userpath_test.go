@@ -103,6 +103,12 @@ func TestREADMERealNode(t *testing.T) {
 			t.Errorf("kubectl exec printed a Defaulted container notice: the README's exec must name the container:\n%s", out)
 		}
 	}
+	// kwok's StorageClass is not offered beside a real node: the real
+	// kubelet would mount a claim on it from a directory under /tmp that
+	// nothing removes.
+	if classes, err := m.shell(ctx, "kubectl get storageclass -o name"); err != nil || strings.TrimSpace(classes) != "storageclass.storage.k8s.io/local-path" {
+		t.Errorf("StorageClasses offered with a real node: %q (%v), want only local-path", classes, err)
+	}
 	m.interrupt(3 * time.Minute)
 	for _, f := range []string{"/sys/class/net/dbkeeper0", "/run/dbkeeper-devcluster/state.json"} {
 		if _, err := os.Stat(f); err == nil {
