@@ -187,9 +187,11 @@ type DatabaseSpec struct {
 	// Database, <name>-<ordinal> with ordinal below replicas. Setting it to
 	// another pod than status.currentPrimary is a planned switchover: writes
 	// pause, the named standby replays everything the old primary committed
-	// and is promoted, and the old primary follows it as a standby. Empty
-	// leaves the choice to dbkeeper (ordinal 0 at creation, then wherever a
-	// failover moved it).
+	// and is promoted, and the old primary follows it as a standby. It
+	// stays in force: after a failover away from the named pod, dbkeeper
+	// switches back to it (the same lossless switchover) once that pod is a
+	// streaming standby again. Empty leaves the choice to dbkeeper (ordinal 0
+	// at creation, then wherever a failover moved it), with no switch back.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Primary string `json:"primary,omitempty"`

@@ -49,6 +49,10 @@ func TestREADMEKwok(t *testing.T) {
 	if ran < 3 {
 		t.Errorf("README.md's kwok block has %d commands; expected an apply, a wait and the refused apply", ran)
 	}
+	// The API documentation says what spec.primary does after a failover.
+	if out, err := m.shell(ctx, "kubectl explain database.spec.primary"); err != nil || !strings.Contains(strings.Join(strings.Fields(out), " "), "dbkeeper switches back to it") {
+		t.Errorf("kubectl explain database.spec.primary does not say that dbkeeper switches back after a failover (%v):\n%s", err, out)
+	}
 	m.interrupt(2 * time.Minute)
 }
 
