@@ -42,8 +42,9 @@ import (
 //     controlled by another object, a claim that cannot grow): terminal.
 //  8. A claim to grow that is not bound yet: binding it changes nothing
 //     dbkeeper watches, so look again after a while.
-//  9. A pod waiting for its claims to be bound: look again when it has
-//     waited too long, since it may not change meanwhile.
+//  9. A pod waiting for its claims to be bound, or retrying an image pull:
+//     look again when it has waited too long, since it may not change
+//     meanwhile.
 //  10. Otherwise done, until the next event.
 func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
