@@ -251,6 +251,13 @@ type DatabaseStatus struct {
 	// +optional
 	CurrentPrimary string `json:"currentPrimary,omitempty"`
 
+	// servingPrimary is currentPrimary once the Database has been ready
+	// (condition Provisioned), empty before: the pod a client has reached
+	// as the primary. kubectl's PRIMARY column shows it, so that a pod that
+	// never ran (its image not pulled yet, say) is not named as primary.
+	// +optional
+	ServingPrimary string `json:"servingPrimary,omitempty"`
+
 	// targetPrimary is the pod being promoted during a switchover or a
 	// failover; empty otherwise. Once term is greater than primaryTerm the
 	// change is committed to it: no other pod is made primary, and the old
@@ -351,7 +358,7 @@ type InstanceStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.currentPrimary`
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.servingPrimary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 type Database struct {

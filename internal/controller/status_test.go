@@ -487,3 +487,34 @@ func TestAPodRetryingAnImagePullIsNotStalledWithinTheGrace(t *testing.T) {
 		t.Errorf("a new Database whose pod retries its image pull: phase %s, Stalled %+v", status.Phase, meta.FindStatusCondition(status.Conditions, dbv1.ConditionStalled))
 	}
 }
+
+func TestServingPrimaryNamesOnlyAPrimaryThatHasBeenReady(t *testing.T) {
+	c := func(conditionType string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: conditionType, Status: status}
+	}
+	for _, tt := range []struct {
+		name   string
+		status dbv1.DatabaseStatus
+		want   string
+	}{
+		{"a single server before its pod ran: currentPrimary names ordinal 0 by design, the column nothing",
+			dbv1.DatabaseStatus{CurrentPrimary: "orders-0", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionFalse)}}, ""},
+		{"no condition yet", dbv1.DatabaseStatus{CurrentPrimary: "orders-0"}, ""},
+		{"once the Database has been ready", dbv1.DatabaseStatus{CurrentPrimary: "orders-0", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionTrue)}}, "orders-0"},
+		{"after a failover, the new primary", dbv1.DatabaseStatus{CurrentPrimary: "orders-2", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionTrue)}}, "orders-2"},
+	} {
+		if got := servingPrimary(tt.status); got != tt.want {
+			t.Errorf("%s: servingPrimary = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	// Through computeStatus: a new Database whose pod cannot pull its image.
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := waitingPod("orders-0", "ImagePullBackOff")
+	obs := observation{generation: 1, replicas: 1, now: since, pods: []corev1.Pod{pod},
+		statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 1, 0, 1, 0, "a", "a")},
+		replication: replicationObservation{currentPrimary: "orders-0"}}
+	status := computeStatus(dbv1.DatabaseStatus{}, obs)
+	if status.ServingPrimary != "" || status.CurrentPrimary != "orders-0" {
+		t.Errorf("a pod that never ran: servingPrimary %q (want empty), currentPrimary %q (want orders-0, kept)", status.ServingPrimary, status.CurrentPrimary)
+	}
+}
