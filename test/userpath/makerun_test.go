@@ -58,7 +58,7 @@ func readme(t *testing.T) string {
 // userEnv is this process's environment without what an enclosing
 // `make test` adds for its sub-makes (a user's shell has none of it).
 func userEnv() []string {
-	var env []string
+	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
