@@ -142,7 +142,7 @@ RUN_ARGS ?=
 REAL_NODE ?= false
 
 .PHONY: run
-run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
+run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C, or kill -INT of make's PID, stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
 ifeq ($(USE_EXISTING_CLUSTER),true)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
