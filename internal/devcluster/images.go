@@ -120,11 +120,14 @@ func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 
 // helperImage returns the image of the local-path provisioner's helper pods,
 // which make and remove the volume directories with /bin/sh: the first
-// listed image that is neither the sandbox image nor the instance image (the
-// engine images have a shell; those two have nothing but their one program).
+// listed engine image (postgres, mariadb or mysql), which has a shell. The
+// sandbox image, the instance image and a manager image have nothing but
+// their one program.
 func (n *realNode) helperImage() string {
 	for _, img := range n.images {
-		if img.Name != SandboxImage && !strings.HasPrefix(img.Name, InstanceImageRepository+":") {
+		repo := img.Name[:max(0, strings.LastIndexByte(img.Name, ':'))]
+		switch repo[strings.LastIndexByte(repo, '/')+1:] {
+		case "postgres", "mariadb", "mysql":
 			return img.Name
 		}
 	}

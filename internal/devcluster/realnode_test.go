@@ -82,6 +82,30 @@ func TestInstanceImage(t *testing.T) {
 	}
 }
 
+func TestHelperImageHasAShell(t *testing.T) {
+	img := func(names ...string) []Image {
+		out := make([]Image, 0, len(names))
+		for _, n := range names {
+			out = append(out, Image{Name: n})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		images []Image
+		want   string
+	}{
+		// images.txt is sorted: the instance and manager images come first
+		// and have no shell.
+		{img(InstanceImageRepository+":0b07", "dbkeeper.local/dbkeeper:04bf", "dbkeeper.local/mariadb:10.11.19", SandboxImage, "dbkeeper.local/postgres:17.10"), "dbkeeper.local/mariadb:10.11.19"},
+		{img(SandboxImage, "registry.example.com:5000/db/postgres:17"), "registry.example.com:5000/db/postgres:17"},
+		{img(SandboxImage, InstanceImageRepository+":0b07", "dbkeeper.local/dbkeeper:04bf"), ""},
+	} {
+		if got := (&realNode{images: tc.images}).helperImage(); got != tc.want {
+			t.Errorf("helperImage(%v) = %q, want %q", tc.images, got, tc.want)
+		}
+	}
+}
+
 // TestCNIConfigIsNoGateway checks the safety properties of the pods'
 // network: no masquerade, no default route, only the Service range routed.
 func TestCNIConfigIsNoGateway(t *testing.T) {
