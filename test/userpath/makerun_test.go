@@ -178,26 +178,31 @@ func descendants(pid int) map[int]string {
 }
 
 // interrupt sends SIGINT to make's PID alone, as `kill -INT <make's PID>`
-// does, waits for make to exit, and checks that every process it had
+// does, or with group to make's whole process group, as a terminal's Ctrl-C
+// does; waits for make to exit, and checks that every process it had
 // started (devcluster, etcd, the API server, the manager, on a real node
 // containerd, the kubelet and the containers' shims) is gone.
-func (m *makeRun) interrupt(wait time.Duration) {
+func (m *makeRun) interrupt(wait time.Duration, group bool) {
 	m.t.Helper()
 	started := descendants(m.cmd.Process.Pid)
 	if len(started) == 0 {
 		m.t.Fatal("make run has no child process before it is stopped")
 	}
 	began := time.Now()
-	if err := m.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	target, how := m.cmd.Process.Pid, "SIGINT to make's PID"
+	if group {
+		target, how = -m.cmd.Process.Pid, "SIGINT to make's process group (Ctrl-C)"
+	}
+	if err := syscall.Kill(target, syscall.SIGINT); err != nil {
 		m.t.Fatal(err)
 	}
 	select {
 	case <-m.done:
 	case <-time.After(wait):
-		m.t.Fatalf("make run did not exit within %s of a SIGINT to make's PID %d; still running below it: %v\n%s",
-			wait, m.cmd.Process.Pid, descendants(m.cmd.Process.Pid), tail(m.out.String(), 40))
+		m.t.Fatalf("make run did not exit within %s of a %s (%d); still running below it: %v\n%s",
+			wait, how, m.cmd.Process.Pid, descendants(m.cmd.Process.Pid), tail(m.out.String(), 40))
 	}
-	m.t.Logf("SIGINT to make's PID: make run exited after %.1fs (%v), %d processes it had started", time.Since(began).Seconds(), m.cmd.ProcessState, len(started))
+	m.t.Logf("%s: make run exited after %.1fs (%v), %d processes it had started", how, time.Since(began).Seconds(), m.cmd.ProcessState, len(started))
 	var left []string
 	for pid, name := range started {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {

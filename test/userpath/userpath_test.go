@@ -16,7 +16,8 @@ import (
 
 // TestREADMEKwok follows "make run": make run, then in another shell each
 // line of the README's block (a line whose comment says "refused" must be
-// refused with the validation answer), then SIGINT to make's PID.
+// refused with the validation answer), then Ctrl-C (SIGINT to make's
+// process group).
 func TestREADMEKwok(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts make run")
@@ -53,7 +54,7 @@ func TestREADMEKwok(t *testing.T) {
 	if out, err := m.shell(ctx, "kubectl explain database.spec.primary"); err != nil || !strings.Contains(strings.Join(strings.Fields(out), " "), "dbkeeper switches back to it") {
 		t.Errorf("kubectl explain database.spec.primary does not say that dbkeeper switches back after a failover (%v):\n%s", err, out)
 	}
-	m.interrupt(2 * time.Minute)
+	m.interrupt(2*time.Minute, true) // Ctrl-C in the terminal
 }
 
 // TestREADMERealNode follows "A real database locally": the README's
@@ -113,7 +114,7 @@ func TestREADMERealNode(t *testing.T) {
 	if classes, err := m.shell(ctx, "kubectl get storageclass -o name"); err != nil || strings.TrimSpace(classes) != "storageclass.storage.k8s.io/local-path" {
 		t.Errorf("StorageClasses offered with a real node: %q (%v), want only local-path", classes, err)
 	}
-	m.interrupt(3 * time.Minute)
+	m.interrupt(3*time.Minute, false) // kill -INT <make's PID>
 	for _, f := range []string{"/sys/class/net/dbkeeper0", "/run/dbkeeper-devcluster/state.json"} {
 		if _, err := os.Stat(f); err == nil {
 			t.Errorf("%s remains after make run exited", f)
