@@ -135,11 +135,15 @@ build: ## Build the manager binary into bin/dbkeeper.
 
 # RUN_ARGS are extra flags of `devcluster run`, e.g. RUN_ARGS="--nodes 3".
 # REAL_NODE=true adds a real node (containerd + kubelet) that runs the pods.
+# The recipe's shell execs devcluster, which is then make's own child: Ctrl-C
+# (SIGINT to the whole process group) and SIGTERM to make (which make passes
+# on) reach it directly; SIGINT, SIGHUP or SIGQUIT to make's PID alone, which
+# make does not pass on, devcluster notices by watching make (cmd/devcluster).
 RUN_ARGS ?=
 REAL_NODE ?= false
 
 .PHONY: run
-run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
+run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C, or kill -INT of make's PID, stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
 ifeq ($(USE_EXISTING_CLUSTER),true)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
@@ -149,7 +153,7 @@ ifeq ($(REAL_NODE),true)
 	$(MAKE) --no-print-directory node-tools
 endif
 	go build -o bin/devcluster ./cmd/devcluster
-	bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
+	exec bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
 endif
 
 .PHONY: docker-build

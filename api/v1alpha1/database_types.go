@@ -187,9 +187,11 @@ type DatabaseSpec struct {
 	// Database, <name>-<ordinal> with ordinal below replicas. Setting it to
 	// another pod than status.currentPrimary is a planned switchover: writes
 	// pause, the named standby replays everything the old primary committed
-	// and is promoted, and the old primary follows it as a standby. Empty
-	// leaves the choice to dbkeeper (ordinal 0 at creation, then wherever a
-	// failover moved it).
+	// and is promoted, and the old primary follows it as a standby. It
+	// stays in force: after a failover away from the named pod, dbkeeper
+	// switches back to it (the same lossless switchover) once that pod is a
+	// streaming standby again. Empty leaves the choice to dbkeeper (ordinal 0
+	// at creation, then wherever a failover moved it), with no switch back.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Primary string `json:"primary,omitempty"`
@@ -248,6 +250,13 @@ type DatabaseStatus struct {
 	// server's is its one pod, ordinal 0, from the start.
 	// +optional
 	CurrentPrimary string `json:"currentPrimary,omitempty"`
+
+	// servingPrimary is currentPrimary once the Database has been ready
+	// (condition Provisioned), empty before: the pod a client has reached
+	// as the primary. kubectl's PRIMARY column shows it, so that a pod that
+	// never ran (its image not pulled yet, say) is not named as primary.
+	// +optional
+	ServingPrimary string `json:"servingPrimary,omitempty"`
 
 	// targetPrimary is the pod being promoted during a switchover or a
 	// failover; empty otherwise. Once term is greater than primaryTerm the
@@ -349,7 +358,7 @@ type InstanceStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.currentPrimary`
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.servingPrimary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 type Database struct {

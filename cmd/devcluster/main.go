@@ -14,8 +14,9 @@
 // checkout in the working directory, installs its CRD and webhook
 // configurations (trusted through a locally generated CA) and runs it with
 // its webhooks on: this is `make run`. Both print the admin kubeconfig path
-// and stop every process they started on Ctrl-C or SIGTERM, or when a
-// component exits by itself.
+// and stop every process they started on Ctrl-C or SIGTERM, when a
+// component exits by itself, or, started by make (make run), when make gets
+// a signal that it does not pass on (a SIGINT to make's PID alone) or exits.
 package main
 
 import (
@@ -27,6 +28,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
@@ -80,8 +84,27 @@ func run(args []string) error {
 	}
 	opts.Log = os.Stderr
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// controller-runtime's clients (the CRD installer) log through its
+	// global logger, which prints a stack trace of its own when it was
+	// never set.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.ConsoleEncoder()))
+
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A signal to make's PID alone reaches devcluster only through this
+	// watch (parent.go).
+	ctx, cancelOnMake := context.WithCancel(sigCtx)
+	defer cancelOnMake()
+	if made := watchMakeParent(ctx); made != nil {
+		go func() {
+			select {
+			case why := <-made:
+				fmt.Fprintf(os.Stderr, "devcluster: %s; stopping\n", why)
+				cancelOnMake()
+			case <-ctx.Done():
+			}
+		}()
+	}
 
 	cluster, err := devcluster.Start(ctx, opts)
 	if err != nil {
@@ -101,8 +124,9 @@ dbkeeper is running with its webhooks (manager log: %s). In another shell:
 
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl apply -f config/samples/postgres.yaml            # a PostgreSQL Database
-  kubectl get db -w                                         # watch it become Ready
-  kubectl apply -f config/samples/invalid/many-errors.yaml  # see the validation answer
+  kubectl wait --for=condition=Ready db/orders --timeout=2m  # kwok's pods and volumes only pretend
+  kubectl get db                                            # VERSION, PHASE, PRIMARY, READY
+  kubectl apply -f config/samples/invalid/many-errors.yaml  # refused: see the validation answer
 `, manager.LogFile, cluster.Kubeconfig, cluster.BinDir)
 	}
 	fmt.Fprintln(os.Stderr, "devcluster: running; press Ctrl-C to stop")
@@ -123,6 +147,7 @@ dbkeeper is running with its webhooks (manager log: %s). In another shell:
 	waitErr := cluster.Wait(waitCtx)
 	cancelWait()
 	stop() // a second Ctrl-C now kills this process; the children die with it
+	cancelOnMake()
 	if waitErr == nil {
 		fmt.Fprintln(os.Stderr, "devcluster: stopping")
 	}
@@ -157,7 +182,8 @@ func runDBKeeper(ctx context.Context, cluster *devcluster.Cluster, webhookPort, 
 	return localrun.StartManager(ctx, localrun.ManagerOptions{
 		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir,
 		WebhookPort: webhookPort, ProbePort: probePort, MetricsPort: metricsPort,
-		LogFile: filepath.Join(cluster.RunDir, "dbkeeper.log"),
-		Output:  os.Stdout,
+		LogFile:       filepath.Join(cluster.RunDir, "dbkeeper.log"),
+		InstanceImage: cluster.InstanceImage(),
+		Output:        os.Stdout,
 	})
 }

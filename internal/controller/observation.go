@@ -32,8 +32,9 @@ type observation struct {
 	now time.Time
 	// pods are the Database's pods.
 	pods []corev1.Pod
-	// claimsWait is how long until a pod waiting for its claims to be bound
-	// has waited too long (claimsWait); 0 when none waits.
+	// claimsWait is how long until a pod waiting for its claims to be bound,
+	// or retrying an image pull, has waited too long (claimsWait); 0 when
+	// none waits.
 	claimsWait time.Duration
 	// replication is what reconciling the roles of a postgres Database's
 	// pods found and did.

@@ -107,23 +107,65 @@ func waitingForClaims(pod *corev1.Pod, now time.Time) time.Duration {
 	return 0
 }
 
-// claimsWait returns the shortest wait left, at now, of the pods waiting for
-// their claims to be bound (waitingForClaims), and 0 when none waits: the
+// imagePullGrace is how long a pod may fail to pull an image (ErrImagePull,
+// ImagePullBackOff) before that needs a human. A registry that did not
+// answer, or a node whose network came back, heals at the kubelet's next
+// try (its back-off starts at 10 s and doubles); a missing image or tag
+// does not, and two minutes of failed tries say so. A malformed name
+// (InvalidImageName) never heals and has no grace.
+const imagePullGrace = 2 * time.Minute
+
+// waitingForImage returns, for a pod with a container failing to pull its
+// image, how much longer it may fail at now: imagePullGrace from when the
+// pod last stopped being ready (its Ready condition's transition to False,
+// else its creation, for a pod that reports no such condition yet); 0 when
+// no container fails to pull, when the grace is over, or when now is the
+// zero time (no grace).
+func waitingForImage(pod *corev1.Pod, now time.Time) time.Duration {
+	if now.IsZero() {
+		return 0
+	}
+	pulling := false
+	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+			pulling = true
+		}
+	}
+	if !pulling {
+		return 0
+	}
+	since := pod.CreationTimestamp.Time
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && !c.LastTransitionTime.IsZero() {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	if since.IsZero() {
+		return 0
+	}
+	return max(0, since.Add(imagePullGrace).Sub(now))
+}
+
+// claimsWait returns the shortest wait left, at now, of the pods within a
+// grace: waiting for their claims to be bound (waitingForClaims) or
+// retrying an image pull (waitingForImage); 0 when none waits. The
 // reconcile looks again then, since the pod may not change meanwhile.
 func claimsWait(pods []corev1.Pod, now time.Time) time.Duration {
 	var wait time.Duration
 	for i := range pods {
-		if w := waitingForClaims(&pods[i], now); w > 0 && (wait == 0 || w < wait) {
-			wait = w
+		for _, w := range []time.Duration{waitingForClaims(&pods[i], now), waitingForImage(&pods[i], now)} {
+			if w > 0 && (wait == 0 || w < wait) {
+				wait = w
+			}
 		}
 	}
 	return wait
 }
 
 // podProblem returns the first failing pod, in name order, that needs a
-// human at now: it cannot pull its image, it crash-loops, or it cannot be
-// scheduled, except while it only waits for its claims to be bound
-// (waitingForClaims; the zero now applies no grace).
+// human at now: it cannot pull its image (after imagePullGrace), it
+// crash-loops, or it cannot be scheduled, except while it only waits for its
+// claims to be bound (waitingForClaims; the zero now applies no grace).
 func podProblem(pods []corev1.Pod, now time.Time) *problem {
 	sorted := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
@@ -138,7 +180,12 @@ func podProblem(pods []corev1.Pod, now time.Time) *problem {
 			}
 			w := cs.State.Waiting
 			switch w.Reason {
-			case "ImagePullBackOff", "ErrImagePull", "InvalidImageName":
+			case "ImagePullBackOff", "ErrImagePull":
+				if waitingForImage(pod, now) > 0 {
+					continue
+				}
+				return &problem{dbv1.ReasonImagePullFailed, fmt.Sprintf("pod %s: container %s: %s: %s", pod.Name, cs.Name, w.Reason, w.Message)}
+			case "InvalidImageName":
 				return &problem{dbv1.ReasonImagePullFailed, fmt.Sprintf("pod %s: container %s: %s: %s", pod.Name, cs.Name, w.Reason, w.Message)}
 			case "CrashLoopBackOff", "CreateContainerConfigError":
 				return &problem{dbv1.ReasonCrashLooping, fmt.Sprintf("pod %s: container %s: %s (%d restarts): %s%s", pod.Name, cs.Name, w.Reason, cs.RestartCount, w.Message, lastExit(cs))}

@@ -407,10 +407,12 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
+		// Failing to pull for longer than imagePullGrace: not ready since
+		// long before.
 		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "postgres", Image: pod.Spec.Containers[0].Image,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}},
-		}}}
+		}}, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute))}}}
 		if err := f.client.Status().Update(ctx, pod); err != nil {
 			t.Fatal(err)
 		}

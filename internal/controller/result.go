@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -20,31 +21,39 @@ import (
 //     cache has not caught up with yet. Not an error, since nothing failed:
 //     look again once the cache caught up, keeping the log quiet and the
 //     backoff untouched.
-//  2. Any other error: retried with backoff. It comes before the terminal
+//  2. A write refused because the namespace is being deleted: an expected
+//     state, not a failure. The namespace's deletion deletes the Database
+//     too, and that event reconciles it again: no error (whose log would
+//     carry a stack trace), no requeue.
+//  3. Any other error: retried with backoff. It comes before the terminal
 //     cases so that a failed status write of an invalid or blocked
 //     Database is retried: otherwise Stalled could stay unwritten.
-//  3. The cache is behind the last status write, so the status was not
+//  4. The cache is behind the last status write, so the status was not
 //     computed: look again once the cache has it, since the write's own
 //     event is filtered out. Before the terminal cases too: a blocker
 //     found now must still be written as Stalled.
-//  4. A replicated Database: look again in time to renew its primary's
+//  5. A replicated Database: look again in time to renew its primary's
 //     lease, or for the next step of a change of primary, even when a
 //     child is blocked: a primary whose lease is not renewed fences
 //     itself unless every standby streams from it.
-//  5. An invalid spec: terminal, since retrying cannot help; the next spec
+//  6. An invalid spec: terminal, since retrying cannot help; the next spec
 //     change triggers a reconcile.
-//  6. A blocker that needs a human (a missing StorageClass, a child
+//  7. A blocker that needs a human (a missing StorageClass, a child
 //     controlled by another object, a claim that cannot grow): terminal.
-//  7. A claim to grow that is not bound yet: binding it changes nothing
+//  8. A claim to grow that is not bound yet: binding it changes nothing
 //     dbkeeper watches, so look again after a while.
-//  8. A pod waiting for its claims to be bound: look again when it has
-//     waited too long, since it may not change meanwhile.
-//  9. Otherwise done, until the next event.
+//  9. A pod waiting for its claims to be bound, or retrying an image pull:
+//     look again when it has waited too long, since it may not change
+//     meanwhile.
+//  10. Otherwise done, until the next event.
 func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("conflict, retrying once the cache caught up", "error", err.Error())
 		return ctrl.Result{RequeueAfter: conflictRetryDelay}, nil
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		log.FromContext(ctx).V(1).Info("the namespace is being deleted; waiting for the Database's deletion", "error", err.Error())
+		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, err
 	case s.cacheBehind:

@@ -3,10 +3,13 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -17,6 +20,13 @@ import (
 func TestResult(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: dbv1.GroupVersion.Group, Resource: "databases"}, "orders", errors.New("modified"))
 	failed := errors.New("applying Secret orders-credentials: connection refused")
+	// What the API server's NamespaceLifecycle admission answers a create
+	// in a namespace being deleted, wrapped as the reconcile wraps it.
+	terminating := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "orders-credentials",
+		errors.New("unable to create new content in namespace shop because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace shop is being terminated", Field: "metadata.namespace"}}
+	inTerminating := errors.Join(fmt.Errorf("applying Secret orders-credentials: %w", terminating), nil)
+	otherForbidden := fmt.Errorf("applying Secret orders-credentials: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "orders-credentials", errors.New("RBAC")))
 	invalid := observation{invalid: errors.New(`spec.version: Unsupported value: "12"`)}
 	missingClass := &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}
 	blocked := observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}}}
@@ -32,6 +42,8 @@ func TestResult(t *testing.T) {
 		{name: "a conflict waits for the cache quietly", err: conflict, want: ctrl.Result{RequeueAfter: conflictRetryDelay}},
 		{name: "a conflict of an invalid Database waits for the cache, then writes Stalled", scope: scope{obs: invalid}, err: conflict, want: ctrl.Result{RequeueAfter: conflictRetryDelay}},
 		{name: "a failure is retried with backoff", err: failed, errored: true},
+		{name: "a namespace being deleted is an expected state: no error, no requeue", err: inTerminating, want: ctrl.Result{}},
+		{name: "another refusal is still an error", err: otherForbidden, errored: true},
 		{name: "a failed status write of an invalid Database is retried", scope: scope{obs: invalid}, err: failed, errored: true},
 		{name: "a failure of a blocked Database is retried", scope: scope{obs: blocked}, err: failed, errored: true},
 		{name: "a cache behind the last status write is waited for", scope: scope{cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay}},

@@ -20,6 +20,7 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 	setSummaryConditions(&status, obs)
 	setProvisioned(&status, previous, obs.generation)
 	status.Phase = phase(status.Conditions)
+	status.ServingPrimary = servingPrimary(status)
 
 	// A failed child leaves the generation not yet observed; an invalid
 	// spec is observed: nothing more will happen until it changes.
@@ -37,6 +38,17 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 	}
 	status.Ready = fmt.Sprintf("%d/%d", status.ReadyReplicas, obs.replicas)
 	return status
+}
+
+// servingPrimary is what the PRIMARY column shows: currentPrimary once the
+// Database has been ready. A single server's currentPrimary names ordinal 0
+// from the start, before its pod exists, by design (the replication
+// decisions read it); the column must not name a pod that never ran.
+func servingPrimary(status dbv1.DatabaseStatus) string {
+	if !meta.IsStatusConditionTrue(status.Conditions, dbv1.ConditionProvisioned) {
+		return ""
+	}
+	return status.CurrentPrimary
 }
 
 // setCondition sets one condition at the observed generation.

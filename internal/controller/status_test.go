@@ -439,3 +439,82 @@ func TestProvisionedStaysTrueOnceReady(t *testing.T) {
 		t.Errorf("a Database Ready before the condition existed: Provisioned %v, phase %s", provisioned(status), status.Phase)
 	}
 }
+
+func TestAPodRetryingAnImagePullIsNotStalledWithinTheGrace(t *testing.T) {
+	// A registry that did not answer once: the kubelet tries again within
+	// seconds. Failed, with the pod named as if it had run, only if it lasts.
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pulling := func(reason string) corev1.Pod {
+		pod := waitingPod("orders-0", reason)
+		pod.CreationTimestamp = metav1.NewTime(since.Add(-time.Hour))
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(since)}}
+		return pod
+	}
+	initPulling := pulling("")
+	initPulling.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "instance-agent",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
+	newPod := waitingPod("orders-0", "ErrImagePull")
+	newPod.CreationTimestamp = metav1.NewTime(since)
+	for _, tt := range []struct {
+		name    string
+		pod     corev1.Pod
+		now     time.Time
+		stalled bool
+		wait    time.Duration
+	}{
+		{"ErrImagePull just now", pulling("ErrImagePull"), since.Add(10 * time.Second), false, imagePullGrace - 10*time.Second},
+		{"ImagePullBackOff within the grace", pulling("ImagePullBackOff"), since.Add(time.Minute), false, imagePullGrace - time.Minute},
+		{"the init container's image, within the grace", initPulling, since.Add(time.Second), false, imagePullGrace - time.Second},
+		{"a new pod, counted from its creation", newPod, since.Add(time.Second), false, imagePullGrace - time.Second},
+		{"ImagePullBackOff past the grace", pulling("ImagePullBackOff"), since.Add(imagePullGrace), true, 0},
+		{"without a clock (the pod predicate)", pulling("ImagePullBackOff"), time.Time{}, true, 0},
+		{"a malformed name has no grace", pulling("InvalidImageName"), since.Add(time.Second), true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pods := []corev1.Pod{tt.pod}
+			if p := podProblem(pods, tt.now); (p != nil) != tt.stalled || p != nil && p.reason != dbv1.ReasonImagePullFailed {
+				t.Errorf("problem %+v, want stalled %v", p, tt.stalled)
+			}
+			if got := claimsWait(pods, tt.now); got != tt.wait {
+				t.Errorf("wait %v, want %v", got, tt.wait)
+			}
+		})
+	}
+	obs := observation{generation: 1, replicas: 1, now: since.Add(10 * time.Second), pods: []corev1.Pod{pulling("ErrImagePull")},
+		statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 1, 1, 1, 0, "a", "a")}}
+	status := computeStatus(dbv1.DatabaseStatus{}, obs)
+	if meta.IsStatusConditionTrue(status.Conditions, dbv1.ConditionStalled) || status.Phase != dbv1.PhaseProvisioning {
+		t.Errorf("a new Database whose pod retries its image pull: phase %s, Stalled %+v", status.Phase, meta.FindStatusCondition(status.Conditions, dbv1.ConditionStalled))
+	}
+}
+
+func TestServingPrimaryNamesOnlyAPrimaryThatHasBeenReady(t *testing.T) {
+	c := func(conditionType string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: conditionType, Status: status}
+	}
+	for _, tt := range []struct {
+		name   string
+		status dbv1.DatabaseStatus
+		want   string
+	}{
+		{"a single server before its pod ran: currentPrimary names ordinal 0 by design, the column nothing",
+			dbv1.DatabaseStatus{CurrentPrimary: "orders-0", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionFalse)}}, ""},
+		{"no condition yet", dbv1.DatabaseStatus{CurrentPrimary: "orders-0"}, ""},
+		{"once the Database has been ready", dbv1.DatabaseStatus{CurrentPrimary: "orders-0", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionTrue)}}, "orders-0"},
+		{"after a failover, the new primary", dbv1.DatabaseStatus{CurrentPrimary: "orders-2", Conditions: []metav1.Condition{c(dbv1.ConditionProvisioned, metav1.ConditionTrue)}}, "orders-2"},
+	} {
+		if got := servingPrimary(tt.status); got != tt.want {
+			t.Errorf("%s: servingPrimary = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	// Through computeStatus: a new Database whose pod cannot pull its image.
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := waitingPod("orders-0", "ImagePullBackOff")
+	obs := observation{generation: 1, replicas: 1, now: since, pods: []corev1.Pod{pod},
+		statefulSet: statefulSetObservation{name: "orders", live: statefulSet(1, 1, 0, 1, 0, "a", "a")},
+		replication: replicationObservation{currentPrimary: "orders-0"}}
+	status := computeStatus(dbv1.DatabaseStatus{}, obs)
+	if status.ServingPrimary != "" || status.CurrentPrimary != "orders-0" {
+		t.Errorf("a pod that never ran: servingPrimary %q (want empty), currentPrimary %q (want orders-0, kept)", status.ServingPrimary, status.CurrentPrimary)
+	}
+}

@@ -277,7 +277,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := step(c.apiserver, c.apiserverReady); err != nil {
 		return nil, err
 	}
-	if err := c.createNodesAndStorageClass(ctx, opts.Nodes, !opts.RealNode); err != nil {
+	if err := c.createNodesAndStorageClass(ctx, opts.Nodes, opts.RealNode); err != nil {
 		return nil, fmt.Errorf("devcluster: %w", err)
 	}
 

@@ -28,8 +28,10 @@
 // runc and the images of make engine-images imported, a kubelet registered as
 // RealNodeName, a CNI bridge for pods that is no gateway, CoreDNS behind the
 // Service kube-system/kube-dns, kube-proxy, and rancher's
-// local-path-provisioner behind the default StorageClass local-path; fake
-// nodes then default to none, so that every pod runs for real. Everything the
+// local-path-provisioner behind the default StorageClass local-path, the
+// only one offered (kwok's kwok-volume is not: the real kubelet would mount
+// its claims from directories under /tmp that nothing removes); fake nodes
+// then default to none, so that every pod runs for real. Everything the
 // real node changes on the host (bridge, iptables chains, cgroups, sysctls,
 // mounts) is recorded in a state file before it is made and undone by Stop,
 // or by the next Start after the parent was killed; see realnode_host.go.

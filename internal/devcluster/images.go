@@ -144,3 +144,37 @@ func helperImageOf(images []Image) string {
 
 // errNoHelperImage is returned when images.txt lists only the sandbox image.
 var errNoHelperImage = errors.New("devcluster: images.txt lists no image with a shell for the volume provisioner's helper pods; build the engine images with `make engine-images`")
+
+// InstanceImage returns the one image of images in InstanceImageRepository:
+// the instance agent's image, whose tag follows the agent binary's content
+// (make engine-images). It is an error when images.txt lists none or more
+// than one, since a manager given another name would run pods whose init
+// container can never pull its image.
+func InstanceImage(images []Image) (string, error) {
+	var found []string
+	for _, img := range images {
+		if strings.HasPrefix(img.Name, InstanceImageRepository+":") {
+			found = append(found, img.Name)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("devcluster: %s lists no instance image %s:<tag>, which every postgres pod's init container runs; build it with `make engine-images`", ImagesListFile, InstanceImageRepository)
+	default:
+		return "", fmt.Errorf("devcluster: %s lists %d instance images (%s); keep one, or rebuild with `make engine-images`", ImagesListFile, len(found), strings.Join(found, ", "))
+	}
+}
+
+// InstanceImage returns the image the manager must pass as --instance-image
+// for pods to run on this cluster: on a real node, the instance image the
+// node imported from images.txt; without one, "" (no pod runs, and the
+// manager's own default is as good as any name). This is the one place that
+// decides it: devcluster run, localrun and the test harnesses all ask here.
+func (c *Cluster) InstanceImage() string {
+	if c.node == nil {
+		return ""
+	}
+	return c.node.instanceImage
+}

@@ -114,20 +114,20 @@ func fakeNode(name string) *corev1.Node {
 	}
 }
 
-// createNodesAndStorageClass creates the fake nodes and kwok's
-// StorageClass, the default one unless isDefault is false (a real node's
-// provisioner is then the default); ones that exist (a reused RunDir) are
-// left as they are.
-func (c *Cluster) createNodesAndStorageClass(ctx context.Context, n int, isDefault bool) error {
-	sc, err := kwokStorageClass()
-	if err != nil {
-		return err
-	}
-	if !isDefault {
-		delete(sc.Annotations, defaultClassAnnotation)
-	}
-	if _, err := c.clientset.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)
+// createNodesAndStorageClass creates the fake nodes and, without a real
+// node, kwok's StorageClass as the default one; ones that exist (a reused
+// RunDir) are left as they are. With a real node the class is not offered
+// at all: the real kubelet would mount a claim on it from a directory under
+// /tmp that nothing removes, and the real node's local-path is the default.
+func (c *Cluster) createNodesAndStorageClass(ctx context.Context, n int, realNode bool) error {
+	if !realNode {
+		sc, err := kwokStorageClass()
+		if err != nil {
+			return err
+		}
+		if _, err := c.clientset.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)
+		}
 	}
 	c.Nodes = nil
 	for i := range n {

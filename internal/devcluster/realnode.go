@@ -71,8 +71,11 @@ type realNode struct {
 	binDir string
 	dir    string // <RunDir>/node
 	images []Image
-	state  *hostState
-	ports  nodePorts
+	// instanceImage is the instance agent's image among images, which the
+	// manager must be given (Cluster.InstanceImage).
+	instanceImage string
+	state         *hostState
+	ports         nodePorts
 
 	containerd, kubelet, kubeProxy, coredns, provisioner *process.Process
 }
@@ -145,7 +148,11 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	n := &realNode{c: c, binDir: opts.NodeBinDir, dir: c.path("node"), images: images}
+	instanceImage, err := InstanceImage(images)
+	if err != nil {
+		return err
+	}
+	n := &realNode{c: c, binDir: opts.NodeBinDir, dir: c.path("node"), images: images, instanceImage: instanceImage}
 	if n.helperImage() == "" {
 		return errNoHelperImage
 	}

@@ -57,6 +57,31 @@ func TestReadImages(t *testing.T) {
 	}
 }
 
+func TestInstanceImage(t *testing.T) {
+	inst := Image{Name: InstanceImageRepository + ":0b0776f443589419"}
+	other := Image{Name: InstanceImageRepository + ":1111111111111111"}
+	pause := Image{Name: SandboxImage}
+	// A name that only starts like the repository is another image.
+	lookalike := Image{Name: InstanceImageRepository + "-debug:1"}
+	for _, tc := range []struct {
+		images  []Image
+		want    string
+		wantErr string
+	}{
+		{[]Image{pause, inst, lookalike}, inst.Name, ""},
+		{[]Image{pause, lookalike}, "", "lists no instance image"},
+		{[]Image{inst, pause, other}, "", "lists 2 instance images"},
+	} {
+		got, err := InstanceImage(tc.images)
+		if got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("InstanceImage(%v) = %q, %v; want %q, an error containing %q", tc.images, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if got := (&Cluster{}).InstanceImage(); got != "" {
+		t.Errorf("InstanceImage of a cluster without a real node = %q, want \"\" (the manager's default)", got)
+	}
+}
+
 // TestCNIConfigIsNoGateway checks the safety properties of the pods'
 // network: no masquerade, no default route, only the Service range routed.
 func TestCNIConfigIsNoGateway(t *testing.T) {

@@ -111,11 +111,12 @@ func (e *Env) Stop() error {
 
 // ManagerOptions returns the options of a manager serving the installed
 // webhook port, as the user of kubeconfig, logging to logFile, with args
-// added to localrun's addresses.
+// added to localrun's addresses, and the instance image the cluster decides
+// (devcluster.Cluster.InstanceImage), as devcluster run gives it.
 func (e *Env) ManagerOptions(kubeconfig, logFile string, args ...string) localrun.ManagerOptions {
 	return localrun.ManagerOptions{
 		Binary: e.Binary, Kubeconfig: kubeconfig, CertDir: e.CertDir, WebhookPort: e.WebhookPort,
-		LogFile: logFile, Args: args,
+		LogFile: logFile, InstanceImage: e.Cluster.InstanceImage(), Args: args,
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/process"
@@ -39,6 +41,11 @@ type ManagerOptions struct {
 	WebhookPort, ProbePort, MetricsPort int
 	// LogFile receives the manager's output.
 	LogFile string
+	// InstanceImage is the manager's --instance-image: the cluster's
+	// devcluster.Cluster.InstanceImage(), which is the one place that
+	// decides it; "" leaves the manager's default (a cluster with no real
+	// node runs no pod). Args must not set the flag.
+	InstanceImage string
 	// Args are extra flags.
 	Args []string
 	// Output, when set, also receives the manager's output.
@@ -73,6 +80,10 @@ func FreePort() (int, error) {
 // StartManager starts the manager and waits until its readiness probe
 // passes (caches synced, webhook server serving).
 func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
+	args, err := managerArgs(opts)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range []*int{&opts.WebhookPort, &opts.ProbePort, &opts.MetricsPort} {
 		if *p == 0 {
 			port, err := FreePort()
@@ -98,7 +109,7 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 			"--webhook-cert-dir=" + opts.CertDir,
 			"--health-probe-bind-address=" + m.ProbeAddr,
 			"--metrics-bind-address=" + m.MetricsAddr,
-		}, opts.Args...),
+		}, args...),
 		LogPath: opts.LogFile,
 		Output:  opts.Output,
 	}
@@ -110,6 +121,23 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// managerArgs returns opts.Args with --instance-image from
+// opts.InstanceImage, refusing Args that set the flag themselves: a second
+// place choosing the image is how a manager came to ask for an image the
+// real node never imported.
+func managerArgs(opts ManagerOptions) ([]string, error) {
+	for _, a := range opts.Args {
+		if a == "--instance-image" || a == "-instance-image" || strings.HasPrefix(a, "--instance-image=") || strings.HasPrefix(a, "-instance-image=") {
+			return nil, fmt.Errorf("localrun: ManagerOptions.Args sets %q; set ManagerOptions.InstanceImage from the cluster's InstanceImage() instead", a)
+		}
+	}
+	args := slices.Clone(opts.Args)
+	if opts.InstanceImage != "" {
+		args = append(args, "--instance-image="+opts.InstanceImage)
+	}
+	return args, nil
 }
 
 // PID returns the manager's process id.

@@ -151,3 +151,41 @@ func (r Rules) exampleImage(engine *catalog.EngineInfo, version *catalog.Version
 	image, _ := engine.DefaultImage(r.registry(), v)
 	return image
 }
+
+// tagVersionRE is a tag that begins with a version: one or two numbers of
+// at most two digits (longer ones are dates or build numbers), then the end
+// of the tag or a separator ("15.20", "8.0.43", "17-bookworm").
+var tagVersionRE = regexp.MustCompile(`^([0-9]{1,2})(?:\.([0-9]{1,2}))?(?:$|[.\-_])`)
+
+// imageVersionWarning returns a warning when spec.image is not an official
+// image of the engine (those are refused instead, by validateImage) and its
+// tag begins with a version other than spec.version, compared on as many
+// parts as spec.version has ("15.20" is not postgres 17; "8.0.43" is not
+// mysql 8.4): the server would run that version while the Database says
+// another. A tag without a version, or a digest alone, says nothing.
+func (r Rules) imageVersionWarning(spec *dbv1.DatabaseSpec) string {
+	engine, ok := catalog.LookupEngine(spec.Engine)
+	if !ok || spec.Image == "" || spec.Version == "" {
+		return ""
+	}
+	ref, problem := parseImage(spec.Image)
+	if problem != "" || ref.tag == "" {
+		return ""
+	}
+	repository := normalizeRepository(ref.repository)
+	if repository == normalizeRepository(r.registry()+"/"+engine.Image) ||
+		repository == normalizeRepository(catalog.DefaultImageRegistry+"/"+engine.Image) {
+		return ""
+	}
+	m := tagVersionRE.FindStringSubmatch(ref.tag)
+	want := strings.Split(spec.Version, ".")
+	if m == nil || len(want) > 2 || (len(want) == 2 && m[2] == "") {
+		return ""
+	}
+	tagVersion := strings.Join(m[1:1+len(want)], ".")
+	if tagVersion == spec.Version {
+		return ""
+	}
+	return fmt.Sprintf("spec.image: the tag %s names version %s, not %s %s (spec.version): the server runs the image's version whatever spec.version says; use a %s %s image",
+		ref.tag, tagVersion, engine.Name, spec.Version, engine.Name, spec.Version)
+}

@@ -17,14 +17,18 @@ import (
 const endOfLifeNotice = 90 * 24 * time.Hour
 
 // stateWarnings returns the warnings about newDB as it would be stored: its
-// version's end of life, and, on create (oldDB nil) or when the field changes
-// to it, a single replica of a replicated engine, a risky bound of a
-// replication slot's WAL (walKeepWarning) and deletionPolicy Delete.
+// version's end of life, an image whose tag names another version, and, on
+// create (oldDB nil) or when the field changes to it, a single replica of a
+// replicated engine, a risky bound of a replication slot's WAL
+// (walKeepWarning) and deletionPolicy Delete.
 // The order is fixed.
 func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 	var warnings []string
 	spec := &newDB.Spec
 	if w := r.endOfLifeWarning(spec); w != "" {
+		warnings = append(warnings, w)
+	}
+	if w := r.imageVersionWarning(spec); w != "" {
 		warnings = append(warnings, w)
 	}
 	engine, _ := catalog.LookupEngine(spec.Engine)

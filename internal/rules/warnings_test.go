@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,4 +253,36 @@ func TestReplicatedEngineWarnings(t *testing.T) {
 			assertWarnings(t, rules.AppendRestartWarning(nil, tt.old, tt.new), tt.want...)
 		})
 	}
+}
+
+func TestImageVersionWarning(t *testing.T) {
+	const pg1520 = "spec.image: the tag 15.20 names version 15, not postgres 17 (spec.version): the server runs the image's version whatever spec.version says; use a postgres 17 image"
+	tests := []struct {
+		name string
+		db   *dbv1.Database
+		want []string
+	}{
+		{"a local postgres 15 image under version 17", valid(fixture.WithImage("dbkeeper.local/postgres:15.20")), []string{pg1520, singleReplicaWarning}},
+		{"a local image of the right version", valid(fixture.WithImage("dbkeeper.local/postgres:17.10")), []string{singleReplicaWarning}},
+		{"a tag with a suffix", valid(fixture.WithImage("registry.example.com/pg:17-bookworm")), []string{singleReplicaWarning}},
+		{"a tag with a suffix of another version", valid(fixture.WithVersion("16"), fixture.WithImage("registry.example.com/pg:17-bookworm")),
+			[]string{"spec.image: the tag 17-bookworm names version 17, not postgres 16 (spec.version): the server runs the image's version whatever spec.version says; use a postgres 16 image", singleReplicaWarning}},
+		{"a tag without a version says nothing", valid(fixture.WithImage("registry.example.com/pg:stable")), []string{singleReplicaWarning}},
+		{"a date tag is no version", valid(fixture.WithImage("registry.example.com/pg:2026-12-01")), []string{singleReplicaWarning}},
+		{"a digest alone says nothing", valid(fixture.WithImage("registry.example.com/pg@sha256:" + strings.Repeat("a", 64))), []string{singleReplicaWarning}},
+		{"mysql compares major and minor", validMySQL(fixture.WithImage("dbkeeper.local/mariadb:8.0.43")),
+			[]string{"spec.image: the tag 8.0.43 names version 8.0, not mysql 8.4 (spec.version): the server runs the image's version whatever spec.version says; use a mysql 8.4 image"}},
+		{"a mysql tag with only a major version is not compared", validMySQL(fixture.WithImage("registry.example.com/mysql:8")), nil},
+		{"the official image of another version is refused, not warned", valid(fixture.WithImage("docker.io/library/postgres:15.20")), []string{singleReplicaWarning}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			warnings, _ := testRules.ValidateCreate(tt.db)
+			assertWarnings(t, warnings, tt.want...)
+		})
+	}
+	// The warning is shown on updates too, while the mismatch lasts.
+	old := valid(fixture.WithImage("dbkeeper.local/postgres:15.20"))
+	warnings, _ := testRules.ValidateUpdate(old, valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithReplicas(3)))
+	assertWarnings(t, warnings, pg1520)
 }

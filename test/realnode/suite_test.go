@@ -75,8 +75,7 @@ func setup(t *testing.T) *suite {
 		}
 	})
 	s.manager, err = localrun.StartManager(ctx, env.ManagerOptions(env.Cluster.Kubeconfig, s.logFile,
-		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info",
-		"--instance-image="+s.image("dbkeeper.local/dbkeeper-instance:")))
+		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"))
 	if err != nil {
 		t.Fatal(err)
 	}
