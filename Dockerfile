@@ -1,4 +1,6 @@
-# Build the manager binary: static, no cgo, reproducible paths.
+# Build the manager binary: static, no cgo, reproducible paths, no VCS
+# stamp. make engine-images builds the same image without Docker
+# (test/images/dbkeeper), and test/deploy checks that both give the same bytes.
 FROM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
@@ -11,9 +13,9 @@ COPY cmd/dbkeeper-instance/ cmd/dbkeeper-instance/
 COPY internal/ internal/
 COPY webhooks/ webhooks/
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o dbkeeper-instance ./cmd/dbkeeper-instance
+    go build -trimpath -buildvcs=false -ldflags="-s -w" -o dbkeeper-instance ./cmd/dbkeeper-instance
 RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper
+    go build -trimpath -buildvcs=false -ldflags="-s -w" -o dbkeeper ./cmd/dbkeeper
 
 # Only the binaries, on distroless static, as the nonroot user: the manager,
 # and the instance agent that postgres pods install from this same image

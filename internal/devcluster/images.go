@@ -120,15 +120,23 @@ func (n *realNode) ctr(ctx context.Context, args ...string) (string, error) {
 
 // helperImage returns the image of the local-path provisioner's helper pods,
 // which make and remove the volume directories with /bin/sh: the first
-// listed image that is neither the sandbox image nor the instance image (the
-// engine images have a shell; those two have nothing but their one program).
+// listed image that is none of the sandbox, the instance and the manager
+// image (the engine images have a shell; those have nothing but their
+// programs).
 func (n *realNode) helperImage() string {
 	for _, img := range n.images {
-		if img.Name != SandboxImage && !strings.HasPrefix(img.Name, InstanceImageRepository+":") {
+		if hasShell(img.Name) {
 			return img.Name
 		}
 	}
 	return ""
+}
+
+// hasShell reports whether an image of images.txt has /bin/sh: all but the
+// sandbox, instance and manager images.
+func hasShell(name string) bool {
+	return name != SandboxImage && !strings.HasPrefix(name, InstanceImageRepository+":") &&
+		!strings.HasPrefix(name, ManagerImageRepository+":")
 }
 
 // errNoHelperImage is returned when images.txt lists only the sandbox image.

@@ -123,3 +123,17 @@ func TestSplitRule(t *testing.T) {
 		t.Errorf("splitRule with escaped quotes = %q", got)
 	}
 }
+
+func TestHasShell(t *testing.T) {
+	for name, want := range map[string]bool{
+		SandboxImage:                              false,
+		InstanceImageRepository + ":0b0776f44358": false,
+		ManagerImageRepository + ":aa11e7683259":  false,
+		"dbkeeper.local/mariadb:10.11.19":         true,
+		"dbkeeper.local/postgres:17.10":           true,
+	} {
+		if got := hasShell(name); got != want {
+			t.Errorf("hasShell(%s) = %t, want %t", name, got, want)
+		}
+	}
+}
