@@ -202,10 +202,16 @@ uninstall: manifests ## Delete every Database (Retain keeps their volumes), then
 	$(DELETE_DATABASES)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+# deploy sets the image in an overlay under bin/ (not in config/, so the
+# checkout stays clean) and applies it.
+DEPLOY_DIR ?= bin/deploy
+
 .PHONY: deploy
-deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig.
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig (cert-manager must run there).
+	rm -rf $(DEPLOY_DIR) && mkdir -p $(DEPLOY_DIR)
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(DEPLOY_DIR) config/default)" >$(DEPLOY_DIR)/kustomization.yaml
+	cd $(DEPLOY_DIR) && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Delete every Database, then remove dbkeeper from the cluster of the current kubeconfig.

@@ -126,7 +126,7 @@ func TestSplitRule(t *testing.T) {
 
 func TestHasShell(t *testing.T) {
 	for name, want := range map[string]bool{
-		SandboxImage:                              false,
+		SandboxImage: false,
 		InstanceImageRepository + ":0b0776f44358": false,
 		ManagerImageRepository + ":aa11e7683259":  false,
 		"dbkeeper.local/mariadb:10.11.19":         true,
