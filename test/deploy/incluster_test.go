@@ -62,13 +62,18 @@ func TestInCluster(t *testing.T) {
 		if got := e.kubectl(t, "get", "ns", systemNamespace, "-o", "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}"); got != "restricted" {
 			t.Errorf("namespace %s enforces %q, want restricted", systemNamespace, got)
 		}
-		// The ServiceAccount has the generated RBAC only: nothing
-		// beyond it, such as reading Secrets' of kube-system or
-		// writing Nodes, which no role of config/rbac grants.
+		// The ServiceAccount has the generated RBAC only: what no role
+		// of config/rbac grants it cannot do, and what they grant it can.
 		as := "--as=system:serviceaccount:" + systemNamespace + ":" + managerSA
-		for _, verb := range [][]string{{"get", "secrets", "-n", "kube-system"}, {"create", "nodes"}, {"delete", "customresourcedefinitions"}} {
+		for _, verb := range [][]string{{"create", "pods"}, {"update", "nodes"}, {"delete", "namespaces"},
+			{"create", "clusterrolebindings"}, {"patch", "validatingwebhookconfigurations"}, {"create", "leases", "-n", "kube-system"}} {
 			if out, _ := e.try(append([]string{"auth", "can-i", as}, verb...)...); strings.TrimSpace(out) != "no" {
 				t.Errorf("the manager's ServiceAccount can %v: %s", verb, out)
+			}
+		}
+		for _, verb := range [][]string{{"create", "statefulsets", "-n", "shop"}, {"patch", "databases.dbkeeper.io/status", "-n", "shop"}, {"update", "leases", "-n", systemNamespace}} {
+			if out, _ := e.try(append([]string{"auth", "can-i", as}, verb...)...); strings.TrimSpace(out) != "yes" {
+				t.Errorf("the manager's ServiceAccount cannot %v: %s", verb, out)
 			}
 		}
 		holder := e.leader(t)
