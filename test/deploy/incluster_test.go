@@ -71,7 +71,7 @@ func TestInCluster(t *testing.T) {
 				t.Errorf("the manager's ServiceAccount can %v: %s", verb, out)
 			}
 		}
-		for _, verb := range [][]string{{"create", "statefulsets", "-n", "shop"}, {"patch", "databases.dbkeeper.io/status", "-n", "shop"}, {"update", "leases", "-n", systemNamespace}} {
+		for _, verb := range [][]string{{"create", "statefulsets", "-n", "shop"}, {"patch", "databases.dbkeeper.io", "--subresource=status", "-n", "shop"}, {"update", "leases", "-n", systemNamespace}} {
 			if out, _ := e.try(append([]string{"auth", "can-i", as}, verb...)...); strings.TrimSpace(out) != "yes" {
 				t.Errorf("the manager's ServiceAccount cannot %v: %s", verb, out)
 			}
