@@ -265,7 +265,13 @@ func (e *inCluster) make(t testing.TB, args ...string) {
 	t.Helper()
 	cmd := exec.Command("make", append([]string{"--no-print-directory"}, args...)...)
 	cmd.Dir = e.root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.cluster.Kubeconfig)
+	// As from a shell: not a sub-make of `make test`.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "MAKEFLAGS" && name != "MFLAGS" && name != "MAKELEVEL" && name != "KUBECONFIG" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KUBECONFIG="+e.cluster.Kubeconfig)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
