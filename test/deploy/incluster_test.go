@@ -303,8 +303,14 @@ func (e *inCluster) write(t testing.TB, name, data string) string {
 func (e *inCluster) managerPods(t testing.TB) []string {
 	t.Helper()
 	out := e.kubectl(t, "-n", systemNamespace, "get", "pods", "-l", "control-plane=controller-manager", "-o",
-		"jsonpath={range .items[?(!@.metadata.deletionTimestamp)]}{.metadata.name} {end}")
-	return strings.Fields(out)
+		`jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}`)
+	var pods []string
+	for _, line := range strings.Split(out, "\n") {
+		if fields := strings.Fields(line); len(fields) == 1 {
+			pods = append(pods, fields[0])
+		}
+	}
+	return pods
 }
 
 // leader waits for the leader election Lease to be held and returns its
