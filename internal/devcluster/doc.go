@@ -29,7 +29,11 @@
 // RealNodeName, a CNI bridge for pods that is no gateway, CoreDNS behind the
 // Service kube-system/kube-dns, kube-proxy, and rancher's
 // local-path-provisioner behind the default StorageClass local-path; fake
-// nodes then default to none, so that every pod runs for real. Everything the
+// nodes then default to none, so that every pod runs for real. Pods reach the
+// API server at the Service kubernetes, forwarded from the bridge's address,
+// and the API server reaches webhook Services on the node through a host
+// route to the Service range over the bridge (realnode_apiserver.go), so
+// that dbkeeper deployed with `make deploy` runs there as in a cluster. Everything the
 // real node changes on the host (bridge, iptables chains, cgroups, sysctls,
 // mounts) is recorded in a state file before it is made and undone by Stop,
 // or by the next Start after the parent was killed; see realnode_host.go.
