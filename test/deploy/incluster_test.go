@@ -350,10 +350,14 @@ func (e *inCluster) eventually(t testing.TB, timeout time.Duration, what string,
 	return 0
 }
 
-// canI returns kubectl auth can-i's answer, yes or no (the last line: a
-// warning about a cluster-scoped resource may come first).
+// canI returns kubectl auth can-i's answer, yes or no, or all it printed:
+// a warning about a cluster-scoped resource comes on another line.
 func (e *inCluster) canI(as string, verb []string) string {
 	out, _ := e.try(append([]string{"auth", "can-i", as}, verb...)...)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	for _, line := range strings.Split(out, "\n") {
+		if line = strings.TrimSpace(line); line == "yes" || line == "no" {
+			return line
+		}
+	}
+	return out
 }
