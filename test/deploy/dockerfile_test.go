@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
@@ -201,7 +202,7 @@ func TestDockerfile(t *testing.T) {
 				t.Errorf("the runtime stage has %d %s instructions", n, forbidden)
 			}
 		}
-		if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !strings.Contains(ep[0].args, "/dbkeeper") {
+		if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !strings.Contains(ep[0].args, `"/manager"`) {
 			t.Errorf("ENTRYPOINT %v, want the binary", ep)
 		}
 	})
@@ -373,6 +374,11 @@ func TestManagerImageIsTheDockerfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range have {
+		if strings.HasPrefix(instance.InstallDir+"/", "/"+name+"/") {
+			t.Errorf("the image has /%s, on the path of %s, where postgres pods that run this image's instance agent mount an emptyDir", name, instance.InstallDir)
+		}
+	}
 	slices.Sort(want)
 	slices.Sort(have)
 	if !slices.Equal(have, want) {
@@ -392,8 +398,8 @@ func TestManagerImageIsTheDockerfiles(t *testing.T) {
 	if users := final.all("USER"); len(users) == 0 || img.Config.User != users[len(users)-1].args {
 		t.Errorf("the image runs as %q, the Dockerfile as %v", img.Config.User, users)
 	}
-	if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !slices.Equal(img.Config.Entrypoint, []string{"/dbkeeper"}) || !strings.Contains(ep[0].args, `"/dbkeeper"`) {
-		t.Errorf("the image's entrypoint is %v, the Dockerfile's %v; want /dbkeeper in both", img.Config.Entrypoint, ep)
+	if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !slices.Equal(img.Config.Entrypoint, []string{"/manager"}) || !strings.Contains(ep[0].args, `"/manager"`) {
+		t.Errorf("the image's entrypoint is %v, the Dockerfile's %v; want /manager in both", img.Config.Entrypoint, ep)
 	}
 	t.Logf("%s: %v, identical to the Dockerfile's build", img.Name, want)
 }
