@@ -188,7 +188,7 @@ k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (co
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)" "$(K8S_VERSION)"
 
 .PHONY: engine-images
-engine-images: ## Build the pause, postgres (15, 17), mariadb and instance-agent images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+engine-images: ## Build the pause, postgres (15, 17), mariadb, instance-agent and manager images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
 	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment
@@ -207,10 +207,16 @@ uninstall: manifests ## Delete every Database (Retain keeps their volumes), then
 	$(DELETE_DATABASES)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) delete --ignore-not-found -f -
 
+# deploy sets the image in an overlay under bin/ (not in config/, so the
+# checkout stays clean) and applies it.
+DEPLOY_DIR ?= bin/deploy
+
 .PHONY: deploy
-deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig.
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig (cert-manager must run there).
+	rm -rf $(DEPLOY_DIR) && mkdir -p $(DEPLOY_DIR)
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(DEPLOY_DIR) config/default)" >$(DEPLOY_DIR)/kustomization.yaml
+	cd $(DEPLOY_DIR) && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Delete every Database, then remove dbkeeper from the cluster of the current kubeconfig.

@@ -31,7 +31,11 @@
 // local-path-provisioner behind the default StorageClass local-path, the
 // only one offered (kwok's kwok-volume is not: the real kubelet would mount
 // its claims from directories under /tmp that nothing removes); fake nodes
-// then default to none, so that every pod runs for real. Everything the
+// then default to none, so that every pod runs for real. Pods reach the
+// API server at the Service kubernetes, forwarded from the bridge's address,
+// and the API server reaches webhook Services on the node through a host
+// route to the Service range over the bridge (realnode_apiserver.go), so
+// that dbkeeper deployed with `make deploy` runs there as in a cluster. Everything the
 // real node changes on the host (bridge, iptables chains, cgroups, sysctls,
 // mounts) is recorded in a state file before it is made and undone by Stop,
 // or by the next Start after the parent was killed; see realnode_host.go.

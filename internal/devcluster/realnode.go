@@ -59,6 +59,11 @@ const SandboxImage = "dbkeeper.local/pause:3.10"
 // tag follows the binary's content.
 const InstanceImageRepository = "dbkeeper.local/dbkeeper-instance"
 
+// ManagerImageRepository is the repository of the manager image, which, like
+// the Dockerfile's, holds only the manager and the instance agent
+// (test/images/dbkeeper); `make deploy IMG=` it to run dbkeeper in a pod.
+const ManagerImageRepository = "dbkeeper.local/dbkeeper"
+
 // realNodeStartTimeout bounds the real node's start-up (importing the images
 // is most of it) when Start's context has no deadline.
 const realNodeStartTimeout = 5 * time.Minute
@@ -78,6 +83,9 @@ type realNode struct {
 	ports         nodePorts
 
 	containerd, kubelet, kubeProxy, coredns, provisioner *process.Process
+
+	// apiForwarder lets pods reach the API server (realnode_apiserver.go).
+	apiForwarder *apiForwarder
 }
 
 type nodePorts struct {
@@ -209,6 +217,9 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	if err := n.createClusterObjects(ctx); err != nil {
 		return fmt.Errorf("devcluster: real node objects: %w", err)
 	}
+	if err := n.serveAPIToPods(ctx); err != nil {
+		return err
+	}
 	for _, p := range []*process.Process{n.kubelet, n.coredns, n.kubeProxy, n.provisioner} {
 		if err := p.Start(); err != nil {
 			return err
@@ -245,6 +256,7 @@ func (n *realNode) processes() []*process.Process {
 // cgroups (shims and containers) and undoes every change to the host.
 func (n *realNode) stop() error {
 	var errs []error
+	errs = append(errs, n.apiForwarder.close())
 	procs := n.processes()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if procs[i] != nil {

@@ -175,6 +175,12 @@ func (s *hostState) setUpNetwork() error {
 	if err := runAll([][]string{
 		{"ip", "addr", "add", fmt.Sprintf("%s/%d", nodeBridgeIP, nodeBridgeLen), "dev", nodeBridge},
 		{"ip", "link", "set", nodeBridge, "up"},
+		// The host's own connections to a Service (the API server calling
+		// a webhook Service) leave through the bridge, from its address,
+		// whatever the host's default route: kube-proxy's nat OUTPUT rules
+		// translate them to a pod on the bridge, which answers there. The
+		// route goes with the bridge.
+		{"ip", "route", "add", serviceCIDR, "dev", nodeBridge, "src", nodeBridgeIP},
 	}); err != nil {
 		return err
 	}

@@ -2,8 +2,12 @@ package deploy
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
 	"debug/buildinfo"
 	"debug/elf"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
 
 // instruction is one Dockerfile instruction, its continuation lines joined.
@@ -195,7 +202,7 @@ func TestDockerfile(t *testing.T) {
 				t.Errorf("the runtime stage has %d %s instructions", n, forbidden)
 			}
 		}
-		if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !strings.Contains(ep[0].args, "/dbkeeper") {
+		if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !strings.Contains(ep[0].args, `"/manager"`) {
 			t.Errorf("ENTRYPOINT %v, want the binary", ep)
 		}
 	})
@@ -281,4 +288,167 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("build settings CGO_ENABLED=%q -trimpath=%q, want 0 and true", settings["CGO_ENABLED"], settings["-trimpath"])
 		}
 	})
+}
+
+// TestManagerImageIsTheDockerfiles checks the manager image that make
+// engine-images builds without Docker (test/images/dbkeeper) and devcluster's
+// real node imports against the Dockerfile: it runs the Dockerfile's go build
+// commands, with their environment, in a copy of the build context the
+// Dockerfile's COPY instructions make (nothing else of the checkout, no
+// .git), and wants the image to hold exactly the files the runtime stage
+// copies, byte for byte those binaries, with the Dockerfile's entrypoint and
+// user.
+func TestManagerImageIsTheDockerfiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the manager twice; skipped in -short mode")
+	}
+	root := testenv.ProjectRoot()
+	archive := managerImageArchive(t)
+
+	stages := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
+	final := stages[len(stages)-1]
+	context := t.TempDir()
+	var builds []instruction
+	for _, s := range stages[:len(stages)-1] {
+		for _, in := range s.instructions {
+			switch in.cmd {
+			case "COPY":
+				fields := strings.Fields(in.args)
+				for _, src := range fields[:len(fields)-1] {
+					copyTree(t, filepath.Join(root, src), filepath.Join(context, src))
+				}
+			case "RUN":
+				if strings.Contains(in.args, "go build") {
+					builds = append(builds, in)
+				}
+			}
+		}
+	}
+	built := map[string][]byte{}
+	for _, in := range builds {
+		words := shellWords(t, in.args, map[string]string{"TARGETARCH": runtime.GOARCH})
+		env := []string{"GOFLAGS=", "GOWORK=off"}
+		for len(words) > 0 && strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") {
+			env = append(env, words[0])
+			words = words[1:]
+		}
+		i := slices.Index(words, "-o")
+		if i < 0 || i+1 >= len(words) {
+			t.Fatalf("go build without -o: %q", in.args)
+		}
+		cmd := exec.Command(words[0], words[1:]...)
+		cmd.Dir = context
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", in.args, err, out)
+		}
+		data, err := os.ReadFile(filepath.Join(context, words[i+1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		built[filepath.Base(words[i+1])] = data
+	}
+
+	rootfs := filepath.Join(t.TempDir(), "rootfs")
+	img, err := ociimage.Unpack(archive, rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The files the runtime stage copies: COPY --from=builder SRC... DST.
+	var want []string
+	for _, in := range final.all("COPY") {
+		fields := strings.Fields(in.args)
+		for _, src := range fields[1 : len(fields)-1] {
+			want = append(want, filepath.Base(src))
+		}
+	}
+	var have []string
+	err = filepath.WalkDir(rootfs, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == rootfs {
+			return err
+		}
+		rel, _ := filepath.Rel(rootfs, path)
+		have = append(have, rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// InstallDir is /dbkeeper/bin: no file of the image may be on its path.
+	installDir := instance.InstallDir + "/"
+	for _, name := range have {
+		if file := "/" + name + "/"; strings.HasPrefix(installDir, file) {
+			t.Errorf("the image has /%s, on the path of %s, where postgres pods that run this image's instance agent mount an emptyDir", name, instance.InstallDir)
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(have)
+	if !slices.Equal(have, want) {
+		t.Errorf("the image holds %v, want exactly the runtime stage's %v", have, want)
+	}
+	for _, name := range want {
+		got, err := os.ReadFile(filepath.Join(rootfs, name))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if !bytes.Equal(got, built[name]) {
+			t.Errorf("/%s differs from the Dockerfile's build (sha256 %x in the image, %x from the Dockerfile): the two builds use other flags or inputs",
+				name, sha256.Sum256(got), sha256.Sum256(built[name]))
+		}
+	}
+	if users := final.all("USER"); len(users) == 0 || img.Config.User != users[len(users)-1].args {
+		t.Errorf("the image runs as %q, the Dockerfile as %v", img.Config.User, users)
+	}
+	if ep := final.all("ENTRYPOINT"); len(ep) != 1 || !slices.Equal(img.Config.Entrypoint, []string{"/manager"}) || !strings.Contains(ep[0].args, `"/manager"`) {
+		t.Errorf("the image's entrypoint is %v, the Dockerfile's %v; want /manager in both", img.Config.Entrypoint, ep)
+	}
+	t.Logf("%s: %v, identical to the Dockerfile's build", img.Name, want)
+}
+
+// managerImageArchive returns the archive of the manager image listed in
+// the engine images' images.txt; it skips the test when the images are not
+// built (make test builds them first).
+func managerImageArchive(t testing.TB) string {
+	t.Helper()
+	images, err := devcluster.ReadImages(devcluster.DefaultImagesDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("the engine images are not built: run `make engine-images`: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range images {
+		if strings.HasPrefix(img.Name, devcluster.ManagerImageRepository+":") {
+			return img.File
+		}
+	}
+	t.Fatalf("images.txt of %s lists no %s image: run `make engine-images`", devcluster.DefaultImagesDir(), devcluster.ManagerImageRepository)
+	return ""
+}
+
+// copyTree copies a file or a directory tree.
+func copyTree(t testing.TB, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
