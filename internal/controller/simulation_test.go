@@ -547,7 +547,7 @@ func envInt(t *testing.T, name string, def int) int {
 func TestSimulation(t *testing.T) {
 	seeds, steps := 30, 400
 	if os.Getenv(simLongEnv) == "long" {
-		seeds, steps = 2000, 600
+		seeds, steps = 500, 600
 	}
 	seeds, steps = envInt(t, simSeedsEnv, seeds), envInt(t, simStepsEnv, steps)
 	first := uint64(1)

@@ -334,10 +334,10 @@ func (c *cluster) apply(i int, spec instance.Spec) *instance.Status {
 
 // promote sends db-i a primary Spec in a new term, as the operator does
 // for a change of primary.
-func (c *cluster) promote(i int, spec instance.Spec) *instance.Status {
+func (c *cluster) promote(i int, spec instance.Spec) {
 	c.t.Helper()
 	c.term++
-	return c.apply(i, spec)
+	c.apply(i, spec)
 }
 
 func (c *cluster) status(i int) *instance.Status {

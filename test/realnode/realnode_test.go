@@ -151,7 +151,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 	})
 
 	t.Run("deleted with Retain, re-created with the saved Secret: the old rows are readable", func(t *testing.T) {
-		saved := s.secret(pg.name+"-credentials")
+		saved := s.secret(pg.name + "-credentials")
 		s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
 			if s.podUID(pg.name+"-0") != "" {
@@ -289,7 +289,7 @@ func (e *engineClient) sql(statements string) string {
 // sqlAt runs statements against host, or the Secret's host if "".
 func (e *engineClient) sqlAt(host, statements string) string {
 	e.s.t.Helper()
-	sec := e.s.secret(e.name+"-credentials")
+	sec := e.s.secret(e.name + "-credentials")
 	for _, k := range []string{"username", "password", "database", "host", "port", "uri"} {
 		if sec[k] == "" {
 			e.s.t.Fatalf("Secret %s-credentials has no %q", e.name, k)

@@ -292,7 +292,7 @@ type pgTarget struct {
 
 func (s *suite) pgTarget(db, service string) *pgTarget {
 	s.t.Helper()
-	sec := s.secret(db+"-credentials")
+	sec := s.secret(db + "-credentials")
 	ip := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, service, "-o", "jsonpath={.spec.clusterIP}"))
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec["username"], sec["password"]),
 		Host: net.JoinHostPort(ip, sec["port"]), Path: sec["database"], RawQuery: "connect_timeout=2&sslmode=disable"}
@@ -490,7 +490,7 @@ func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int
 // that pod, with the Secret's credentials, and returns its output trimmed.
 func (s *suite) psqlIn(t *testing.T, pod, statement string) string {
 	t.Helper()
-	sec := s.secret(replicated+"-credentials")
+	sec := s.secret(replicated + "-credentials")
 	uri := strings.Replace(sec["uri"], "@"+sec["host"]+":", "@127.0.0.1:", 1)
 	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
 	if err != nil {
