@@ -122,8 +122,10 @@ build_image() {
 	printf '%s\n' "${used_bases[@]:first_base}" >"${file%.tar}.bases"
 	rm -rf "$work"
 	work=""
-	# Drop the archives of earlier inputs of the same image.
-	find "$dir" -maxdepth 1 \( -name "$image-*.tar" -o -name "$image-*.bases" \) ! -path "$file" ! -path "${file%.tar}.bases" -delete
+	# Drop the archives of earlier inputs of the same image. After the
+	# image's name comes a version or a hash, so the manager's "dbkeeper-"
+	# never matches the instance agent's "dbkeeper-instance-" archives.
+	find "$dir" -maxdepth 1 \( -name "$image-[0-9a-f]*.tar" -o -name "$image-[0-9a-f]*.bases" \) ! -path "$file" ! -path "${file%.tar}.bases" -delete
 	list_set "$image_name" "$file"
 	log "built $image_name ($(du -h "$file" | cut -f1))"
 }
