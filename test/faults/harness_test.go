@@ -408,7 +408,15 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 			continue
 		}
 		seenStatefulSet[db.Name] = true
-		want := desired.StatefulSet(spec(db), desired.Options{InstanceImage: desired.DefaultInstanceImage})
+		// The default bound of a slot's WAL follows the volume the
+		// StatefulSet was created with, as the controller passes it.
+		opts := desired.Options{InstanceImage: desired.DefaultInstanceImage}
+		for _, t := range sts.Spec.VolumeClaimTemplates {
+			if q, ok := t.Spec.Resources.Requests[corev1.ResourceStorage]; ok && t.Name == desired.VolumeData {
+				opts.WALKeepVolume = &q
+			}
+		}
+		want := desired.StatefulSet(spec(db), opts)
 		// Claim templates cannot change: a larger size goes to the
 		// claims, checked below.
 		for j := range want.Spec.VolumeClaimTemplates {

@@ -50,7 +50,8 @@ func engineImages(t *testing.T) map[string]string {
 		if !ok {
 			t.Fatalf("%s: line %q: want '<name> <file>'", list, sc.Text())
 		}
-		if !strings.Contains(name, "/pause:") && !strings.HasPrefix(name, devcluster.InstanceImageRepository+":") {
+		if !strings.Contains(name, "/pause:") && !strings.HasPrefix(name, devcluster.InstanceImageRepository+":") &&
+			!strings.HasPrefix(name, devcluster.ManagerImageRepository+":") {
 			out[name] = file
 		}
 	}
