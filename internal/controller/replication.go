@@ -180,7 +180,10 @@ func (run *replicationRun) decide(ctx context.Context) {
 		}
 		out.currentPrimary = m.name()
 	}
-	if t := run.byName[out.targetPrimary]; out.targetPrimary != "" && t != nil && t.writable() && t.status.Term >= run.term() {
+	// Only a committed change completes: a target that answers writable
+	// before the commit was never told to promote (an agent that cannot
+	// query a standby still replaying must not pass for a primary).
+	if t := run.byName[out.targetPrimary]; run.committed() && t != nil && t.writable() && t.status.Term >= run.term() {
 		run.completeChange(ctx, t)
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)

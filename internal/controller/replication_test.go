@@ -758,3 +758,38 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 		t.Fatalf("the old primary was made writable: %+v", old.spec)
 	}
 }
+
+// TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary: a
+// candidate detached in the fence phase restarts and replays a backlog, and
+// until its server answers, its agent may report it out of recovery. Found
+// on the real node: the controller recorded it as the primary without a
+// commit, and its agent, told to be a standby in that term, never promoted.
+func TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	f.setReady(0, false)
+	f.agents.servers[f.ip(0)].answers = false
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].streaming = false
+		f.agents.servers[f.ip(i)].streamedAt = f.now
+	}
+	for range 120 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if f.db.Status.TargetPrimary != "" {
+			break
+		}
+	}
+	target := f.db.Status.TargetPrimary
+	if target == "" || f.db.Status.Term != f.db.Status.PrimaryTerm {
+		t.Fatalf("want a failover in its fence phase: %+v", f.db.Status)
+	}
+	s := f.agents.servers[f.ip(ordinalOf(target))]
+	s.inRecovery = false // what an agent that cannot query its standby reported
+	f.now = f.now.Add(500 * time.Millisecond)
+	f.reconcile()
+	if f.db.Status.CurrentPrimary == target {
+		t.Fatalf("%s, never told to promote, was recorded as the primary: %+v", target, f.db.Status)
+	}
+}

@@ -201,6 +201,10 @@ func (a *Agent) status(ctx context.Context) Status {
 	}
 	p, err := a.db.progress(ctx)
 	if err != nil {
+		// A standby still replaying a backlog refuses connections: it is
+		// in recovery for as long as the agent has not promoted it, and
+		// must never be taken for a writable server.
+		s.InRecovery = mode != modePrimary
 		if s.Error == "" {
 			s.Error = "querying the server: " + err.Error()
 		}
