@@ -159,13 +159,16 @@ func (s *suite) testReplication(t *testing.T) {
 		if n, err := rw.count(-4); err != nil || n != 1 {
 			t.Errorf("the row written after the backlog through the new primary: count = %d, %v", n, err)
 		}
-		// Exactly one server promoted itself: each agent logs "promoted"
-		// when pg_promote returns.
+		// Exactly one server became a primary: each agent logs "promoted"
+		// when pg_promote returns, and "as primary" when it starts a
+		// stopped standby's data writable, which ends its recovery on a
+		// new timeline as well.
 		var promoted []string
 		for _, pod := range standbys {
 			out := s.mustKubectl("logs", "-n", ns, pod, "-c", "postgres", "--since-time="+since)
 			for _, line := range strings.Split(out, "\n") {
-				if strings.HasSuffix(strings.TrimSpace(line), " promoted") {
+				line = strings.TrimSpace(line)
+				if strings.HasSuffix(line, " promoted") || strings.Contains(line, "started the server") && strings.HasSuffix(line, " as primary") {
 					promoted = append(promoted, pod)
 				}
 			}
