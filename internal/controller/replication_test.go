@@ -229,19 +229,15 @@ func (f *replicationFixture) addPod(ordinal int) {
 	}
 }
 
-// setReady sets a pod's Ready condition, changed at the fixture's now.
-func (f *replicationFixture) setReady(ordinal int, ready bool) {
+// setNotReady sets a pod's Ready condition False, changed at the fixture's now.
+func (f *replicationFixture) setNotReady(ordinal int) {
 	f.t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{}
 	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.db.Namespace, Name: f.db.Name + "-" + strconv.Itoa(ordinal)}, pod); err != nil {
 		f.t.Fatal(err)
 	}
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.NewTime(f.now)}}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(f.now)}}
 	if err := f.c.Status().Update(ctx, pod); err != nil {
 		f.t.Fatal(err)
 	}
@@ -494,7 +490,7 @@ func TestReplicationRestartsAPrimaryInPlaceWithinTheTimeout(t *testing.T) {
 	// waits to be told.
 	p := f.agents.servers[f.ip(0)]
 	p.inRecovery, p.spec = true, nil
-	f.setReady(0, false)
+	f.setNotReady(0)
 	f.now = f.now.Add(2 * time.Second)
 	obs := f.reconcile()
 	if got := f.writable(); fmt.Sprint(got) != "[0]" || obs.targetPrimary != "" {
@@ -672,7 +668,7 @@ func TestReplicationFailoverWaitsForASlowPromotion(t *testing.T) {
 				f.agents.servers[f.ip(i)].streaming = false
 				f.agents.servers[f.ip(i)].streamedAt = f.now
 			}
-			f.setReady(0, false)
+			f.setNotReady(0)
 			before := map[int]int{}
 			for i := range pods {
 				before[i] = len(f.agents.servers[f.ip(i)].applied)
@@ -723,7 +719,7 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 	f.reconcile()
 	late := *f.agents.servers[f.ip(0)].spec // a renewal still in flight
 	// The primary stops answering (its network is cut), then is fenced.
-	f.setReady(0, false)
+	f.setNotReady(0)
 	f.agents.servers[f.ip(0)].answers = false
 	for i := 1; i < 3; i++ {
 		f.agents.servers[f.ip(i)].streaming = false
@@ -768,7 +764,7 @@ func TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary(t *testi
 	f := newReplicationFixture(t)
 	f.reconcile()
 	f.reconcile()
-	f.setReady(0, false)
+	f.setNotReady(0)
 	f.agents.servers[f.ip(0)].answers = false
 	for i := 1; i < 3; i++ {
 		f.agents.servers[f.ip(i)].streaming = false
@@ -785,6 +781,8 @@ func TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary(t *testi
 	if target == "" || f.db.Status.Term != f.db.Status.PrimaryTerm {
 		t.Fatalf("want a failover in its fence phase: %+v", f.db.Status)
 	}
+	// Detached and replaying, it is not ready either.
+	f.setNotReady(ordinalOf(target))
 	s := f.agents.servers[f.ip(ordinalOf(target))]
 	s.inRecovery = false // what an agent that cannot query its standby reported
 	f.now = f.now.Add(500 * time.Millisecond)
