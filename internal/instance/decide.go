@@ -186,14 +186,11 @@ func decide(cur current, spec Spec) action {
 
 // unfences reports whether a primary Spec may make a fenced server a
 // primary again: only a Spec of a later term than the fence's (a late or
-// repeated request of the fence's term never does). An operator that sends
-// no terms (Term 0, and the agent has seen none) keeps the rule from before
-// the terms: a Spec that arrived after the fence.
-func unfences(st persisted, spec Spec, fencedSinceSpec bool) bool {
-	if spec.Term > st.FencedTerm {
-		return true
-	}
-	return spec.Term == 0 && st.Term == 0 && !fencedSinceSpec
+// repeated request of the fence's term never does), term 0 included: a
+// Database that never changed its primary is in term 0, and a lease
+// renewal of term 0 delivered after its fence must not re-arm it either.
+func unfences(st persisted, spec Spec, _ bool) bool {
+	return spec.Term > st.FencedTerm
 }
 
 // heldAsStandby reports a primary Spec of a term in which the server was
