@@ -243,6 +243,16 @@ func (f *replicationFixture) setNotReady(ordinal int) {
 	}
 }
 
+// losePrimary cuts ordinal 0, the primary, off: its agent stops answering,
+// and the standbys among the first pods stop streaming from it now.
+func (f *replicationFixture) losePrimary(pods int) {
+	f.agents.servers[f.ip(0)].answers = false
+	for i := 1; i < pods; i++ {
+		f.agents.servers[f.ip(i)].streaming = false
+		f.agents.servers[f.ip(i)].streamedAt = f.now
+	}
+}
+
 // reconcile runs the roles' reconcile once and stores its status fields as
 // the status write would; it returns the observation.
 func (f *replicationFixture) reconcile() replicationObservation {
@@ -427,11 +437,7 @@ func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
 
 	// The primary's node is lost: its agent stops answering, the
 	// standbys stop streaming.
-	f.agents.servers[f.ip(0)].answers = false
-	for i := 1; i < 3; i++ {
-		f.agents.servers[f.ip(i)].streaming = false
-		f.agents.servers[f.ip(i)].streamedAt = f.now
-	}
+	f.losePrimary(3)
 	f.agents.servers[f.ip(2)].lsn = 0x3000080
 	down := f.now
 	for f.now.Before(down.Add(10 * time.Second)) {
@@ -663,11 +669,7 @@ func TestReplicationFailoverWaitsForASlowPromotion(t *testing.T) {
 				f.agents.servers[f.ip(i)].promoteTakes = 8 * time.Second
 			}
 			// The primary's node is lost.
-			f.agents.servers[f.ip(0)].answers = false
-			for i := 1; i < pods; i++ {
-				f.agents.servers[f.ip(i)].streaming = false
-				f.agents.servers[f.ip(i)].streamedAt = f.now
-			}
+			f.losePrimary(pods)
 			f.setNotReady(0)
 			before := map[int]int{}
 			for i := range pods {
@@ -720,11 +722,7 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 	late := *f.agents.servers[f.ip(0)].spec // a renewal still in flight
 	// The primary stops answering (its network is cut), then is fenced.
 	f.setNotReady(0)
-	f.agents.servers[f.ip(0)].answers = false
-	for i := 1; i < 3; i++ {
-		f.agents.servers[f.ip(i)].streaming = false
-		f.agents.servers[f.ip(i)].streamedAt = f.now
-	}
+	f.losePrimary(3)
 	for range 120 {
 		f.now = f.now.Add(500 * time.Millisecond)
 		f.reconcile()
@@ -765,11 +763,7 @@ func TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary(t *testi
 	f.reconcile()
 	f.reconcile()
 	f.setNotReady(0)
-	f.agents.servers[f.ip(0)].answers = false
-	for i := 1; i < 3; i++ {
-		f.agents.servers[f.ip(i)].streaming = false
-		f.agents.servers[f.ip(i)].streamedAt = f.now
-	}
+	f.losePrimary(3)
 	for range 120 {
 		f.now = f.now.Add(500 * time.Millisecond)
 		f.reconcile()
