@@ -36,9 +36,6 @@ type Agent struct {
 	mu      sync.Mutex
 	spec    *Spec
 	specGen int // incremented by every PUT
-	// fenceGen is specGen at the last fence: with no terms (an operator
-	// that sends none) that Spec may not undo it.
-	fenceGen int
 	// fences counts the fences since the agent started: an action decided
 	// before a fence that would make the server writable is not taken.
 	fences  int
@@ -95,14 +92,13 @@ type replySeen struct {
 // New returns an agent for cfg.
 func New(cfg Config) *Agent {
 	return &Agent{
-		cfg:      cfg,
-		procs:    newProcs(),
-		db:       newDB(cfg.SocketDir, cfg.Port, cfg.User),
-		kickCh:   make(chan struct{}, 1),
-		log:      log.New(os.Stderr, "dbkeeper-instance: ", log.LstdFlags|log.LUTC),
-		fenceGen: -1,
-		ensured:  -1,
-		replies:  map[string]replySeen{},
+		cfg:     cfg,
+		procs:   newProcs(),
+		db:      newDB(cfg.SocketDir, cfg.Port, cfg.User),
+		kickCh:  make(chan struct{}, 1),
+		log:     log.New(os.Stderr, "dbkeeper-instance: ", log.LstdFlags|log.LUTC),
+		ensured: -1,
+		replies: map[string]replySeen{},
 	}
 }
 
@@ -143,9 +139,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.st = st
 	a.boot = decideBoot(a.haveData(), a.cfg.Ordinal, st, haveState)
-	if st.Fenced {
-		a.fenceGen = 0
-	}
 	a.mu.Unlock()
 	a.logf("listening on %s; pod %s; data %s; at start: %s", ln.Addr(), a.cfg.PodName, a.cfg.PGData, a.boot)
 
@@ -341,8 +334,7 @@ func (a *Agent) step(ctx context.Context) {
 	cur := current{
 		HaveData: a.haveData(), Running: running, Mode: a.mode,
 		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
-		FencedSinceSpec: a.st.Fenced && a.fenceGen == a.specGen,
-		Diverged:        a.diverged,
+		Diverged: a.diverged,
 	}
 	waitStart := time.Now().Before(a.nextStart)
 	a.mu.Unlock()
@@ -737,7 +729,6 @@ func (a *Agent) markFenced() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.st.Fenced, a.st.FencedTerm = true, a.st.Term
-	a.fenceGen = a.specGen
 	a.fences++
 }
 

@@ -85,10 +85,6 @@ type current struct {
 	Upstream, Slot string
 	// St is the persisted state.
 	St persisted
-	// FencedSinceSpec is true when the server was fenced after the last
-	// Spec arrived. It matters only to an operator that sends no terms
-	// (unfences).
-	FencedSinceSpec bool
 	// Diverged is true when the server refused to start as a standby
 	// because its data went past the fork of the timeline it must follow.
 	Diverged bool
@@ -128,7 +124,7 @@ func decide(cur current, spec Spec) action {
 		switch {
 		case !cur.HaveData:
 			return actWait // an empty directory is initialized only at boot (ordinal 0)
-		case cur.St.Fenced && !unfences(cur.St, spec, cur.FencedSinceSpec):
+		case cur.St.Fenced && !unfences(cur.St, spec):
 			return actWait
 		case cur.Running && cur.Mode == modePrimary:
 			return actNone
@@ -189,7 +185,7 @@ func decide(cur current, spec Spec) action {
 // repeated request of the fence's term never does), term 0 included: a
 // Database that never changed its primary is in term 0, and a lease
 // renewal of term 0 delivered after its fence must not re-arm it either.
-func unfences(st persisted, spec Spec, _ bool) bool {
+func unfences(st persisted, spec Spec) bool {
 	return spec.Term > st.FencedTerm
 }
 

@@ -59,7 +59,7 @@ func TestDecide(t *testing.T) {
 		{"a demoted primary held in term 3 waits, a primary Spec of term 3 notwithstanding", with(standbyOfB, func(c *current) { c.Running, c.St.Term, c.St.StandbyTerm = false, 3, ptrTo(int64(3)) }), inTerm(primary, 3), actWait},
 		{"a standby told primary is promoted", standbyOfB, primary, actPromote},
 		{"a stopped server told primary starts writable", with(standbyOfB, func(c *current) { c.Running = false }), primary, actStartPrimary},
-		{"with no terms, a server fenced after this Spec is not made primary by it", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), primary, actWait},
+		{"with no terms, a server fenced after this Spec is not made primary by it", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced = false, true }), primary, actWait},
 		{"in term 0, a server fenced before this Spec is not made primary by a Spec of term 0", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced = false, true }), primary, actWait},
 		{"a server fenced in term 0 is made primary by a Spec of term 1", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term = false, true, 1 }), inTerm(primary, 1), actStartPrimary},
 		{"a server fenced in term 5 is not made primary by a Spec of term 5", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), inTerm(primary, 5), actWait},
@@ -67,9 +67,9 @@ func TestDecide(t *testing.T) {
 		{"a fenced standby is not promoted by a Spec of the fence's term", with(standbyOfB, func(c *current) { c.St.Fenced, c.St.Term, c.St.FencedTerm = true, 5, 5 }), inTerm(primary, 5), actWait},
 		{"a server fenced in term 5 is made primary by a Spec of term 6", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 6, 5 }), inTerm(primary, 6), actStartPrimary},
 		{"a server fenced in term 5 is made primary by term 6 even if fenced after it arrived", with(runningPrimary, func(c *current) {
-			c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm, c.FencedSinceSpec = false, true, 6, 5, true
+			c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 6, 5
 		}), inTerm(primary, 6), actStartPrimary},
-		{"a server fenced with no term is made primary by a Spec of term 1", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.FencedSinceSpec = false, true, true }), inTerm(primary, 1), actStartPrimary},
+		{"a server fenced with no term is made primary by a Spec of term 1", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced = false, true }), inTerm(primary, 1), actStartPrimary},
 		{"a server fenced in term 5 is not made primary by a Spec with no term", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), primary, actWait},
 		{"a server fenced in term 5 rejoins as a standby with a replica Spec of term 5", with(runningPrimary, func(c *current) { c.Running, c.St.Fenced, c.St.Term, c.St.FencedTerm = false, true, 5, 5 }), inTerm(replicaOfB, 5), actRewind},
 		{"a primary not fenced stays primary with a Spec of its term", with(runningPrimary, func(c *current) { c.St.Term, c.St.FencedTerm = 5, 3 }), inTerm(primary, 5), actNone},
