@@ -119,9 +119,13 @@ func (s *suite) testReplication(t *testing.T) {
 		heal()
 		s.waitReady(name, 4*time.Minute)
 		s.checkRoles(t, newPrimary)
-		if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
-			t.Errorf("through %s-ro after the old primary rejoined: count = %d, %v", name, n, err)
-		}
+		// kube-proxy may route the Service a moment after Ready: ask again.
+		testenv.Eventually(t, 30*time.Second, "the first row through "+name+"-ro after the old primary rejoined", func() string {
+			if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
+				return fmt.Sprintf("count = %d, %v", n, err)
+			}
+			return ""
+		})
 	})
 
 	step("a slow promotion is followed by exactly one primary", func(t *testing.T) {
