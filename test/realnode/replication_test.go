@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -197,7 +199,7 @@ func (s *suite) testReplication(t *testing.T) {
 		t.Logf("primary pod %s deleted: writable again after %v (writes paused %v); %d rows acknowledged",
 			primary, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
 		s.checkLost(t, rw, acked, 0)
-		s.waitReady(name, 3*time.Minute)
+		s.waitReadyOrReclone(t, name, 3*time.Minute)
 		if now := s.primaryOf(t); now != primary {
 			t.Logf("the primary moved from %s to %s: the pod took longer than the failover timeout to come back", primary, now)
 		}
@@ -491,6 +493,36 @@ func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int
 		t.Errorf("%d of %d acknowledged rows lost (%v), want %d", len(lost), len(acked), lost, want)
 	}
 	return len(lost)
+}
+
+// waitReadyOrReclone waits until the Database is Ready. A standby that is
+// Stalled NotStreaming (a former primary whose fork its agent cannot prove,
+// docs/replication.md §13) gets the re-clone its message asks for, as a
+// user gives it, and then must become Ready.
+func (s *suite) waitReadyOrReclone(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	var pod string
+	testenv.Eventually(t, timeout, name+" Ready, or Stalled waiting for a re-clone", func() string {
+		conds := s.database(t, name).Status.Conditions
+		if meta.IsStatusConditionTrue(conds, dbv1.ConditionReady) {
+			return ""
+		}
+		if c := meta.FindStatusCondition(conds, dbv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue &&
+			c.Reason == dbv1.ReasonNotStreaming {
+			// "pod <name>: NotStreaming: ..."
+			if f := strings.Fields(c.Message); len(f) > 1 {
+				pod = strings.TrimSuffix(f[1], ":")
+				return ""
+			}
+		}
+		return "not Ready"
+	})
+	if pod == "" {
+		return
+	}
+	t.Logf("%s is Stalled NotStreaming: authorising a re-clone of %s, as its message says", name, pod)
+	s.mustKubectl("annotate", "database", "-n", ns, name, "--overwrite", "dbkeeper.io/reclone="+pod+"="+strconv.FormatInt(time.Now().Unix(), 10))
+	s.waitReady(name, timeout)
 }
 
 // psqlIn runs one statement in pod's postgres container, on the server of
