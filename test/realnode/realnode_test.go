@@ -33,7 +33,7 @@ func TestRealNode(t *testing.T) {
 	pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
 	my := &engineClient{s: s, name: "catalog", engine: dbv1.EngineMySQL}
 
-	t.Run("postgres becomes Ready and serves queries with the Secret's credentials", func(t *testing.T) {
+	s.run(t, "postgres becomes Ready and serves queries with the Secret's credentials", pg.name, func(t *testing.T) {
 		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
 		took := s.waitReady(pg.name, 5*time.Minute)
@@ -57,7 +57,7 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
-	t.Run("pods and Services reach nothing outside the machine", func(t *testing.T) {
+	s.run(t, "pods and Services reach nothing outside the machine", "", func(t *testing.T) {
 		// A Service whose endpoint is outside (TEST-NET-3, routed
 		// nowhere): kube-proxy translates its address, and devcluster's
 		// DROP rules must stop the packet, from a pod and from the host.
@@ -93,7 +93,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "service", "-n", ns, "outside")
 	})
 
-	t.Run("mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", func(t *testing.T) {
+	s.run(t, "mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", my.name, func(t *testing.T) {
 		s.apply(database(my.name, "mysql", "8.4", mariadbImage, "Delete", map[string]string{"max_connections": "77"}))
 		took := s.waitReady(my.name, 5*time.Minute)
 		t.Logf("mysql %s: apply to Ready in %.1fs", mariadbImage, took.Seconds())
@@ -108,7 +108,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	t.Run("a deleted pod comes back with its rows and password", func(t *testing.T) {
+	s.run(t, "a deleted pod comes back with its rows and password", pg.name, func(t *testing.T) {
 		pod := pg.name + "-0"
 		old := s.podUID(pod)
 		s.mustKubectl("delete", "pod", "-n", ns, pod, "--wait=true", "--timeout=120s")
@@ -127,7 +127,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	t.Run("growing storage is refused by the StorageClass and reported", func(t *testing.T) {
+	s.run(t, "growing storage is refused by the StorageClass and reported", pg.name, func(t *testing.T) {
 		// local-path-provisioner cannot expand a volume (a directory has
 		// no size), so devcluster's StorageClass says
 		// allowVolumeExpansion: false, and dbkeeper must report the
@@ -150,7 +150,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	t.Run("deleted with Retain, re-created with the saved Secret: the old rows are readable", func(t *testing.T) {
+	s.run(t, "deleted with Retain, re-created with the saved Secret: the old rows are readable", pg.name, func(t *testing.T) {
 		saved := s.secret(pg.name + "-credentials")
 		s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
@@ -183,7 +183,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	t.Run("a bad image tag stalls the Database naming the pod and the pull error", func(t *testing.T) {
+	s.run(t, "a bad image tag stalls the Database naming the pod and the pull error", "", func(t *testing.T) {
 		name := "badimage"
 		s.apply(database(name, "postgres", majorOf(pgImage), "dbkeeper.local/postgres:"+majorOf(pgImage)+".999", "Delete", nil))
 		testenv.Eventually(t, 3*time.Minute, "Stalled with ImagePullFailed naming the pod", func() string {
@@ -201,7 +201,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	t.Run("a parameter the server rejects stalls the Database with CrashLoopBackOff", func(t *testing.T) {
+	s.run(t, "a parameter the server rejects stalls the Database with CrashLoopBackOff", "", func(t *testing.T) {
 		name := "badparam"
 		s.apply(database(name, "postgres", majorOf(pgImage), pgImage, "Delete", map[string]string{"work_mem": "plenty"}))
 		testenv.Eventually(t, 4*time.Minute, "Stalled with CrashLooping naming the pod", func() string {
@@ -223,7 +223,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	t.Run("mysql is deleted with its data (deletionPolicy Delete)", func(t *testing.T) {
+	s.run(t, "mysql is deleted with its data (deletionPolicy Delete)", my.name, func(t *testing.T) {
 		s.mustKubectl("delete", "database", "-n", ns, my.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the claim of the Database is deleted", func() string {
 			if out, err := s.kubectl("get", "pvc", "-n", ns, "data-"+my.name+"-0", "--ignore-not-found", "-o", "name"); err != nil || out != "" {
@@ -233,7 +233,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		})
 	})
 
-	t.Run("postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", s.testReplication)
+	s.run(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, s.testReplication)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

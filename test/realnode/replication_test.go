@@ -45,7 +45,7 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 	})
 	step := func(title string, f func(t *testing.T)) {
-		t.Run(title, func(t *testing.T) {
+		s.run(t, title, name, func(t *testing.T) {
 			t.Cleanup(func() {
 				stepFailed = stepFailed || t.Failed()
 				s.dumpReplicationOnFailure(t)

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/localrun"
@@ -29,6 +31,10 @@ type suite struct {
 	manager *localrun.Manager
 	logFile string
 	images  []devcluster.Image
+	// failed names the subtests that failed, with what the Database said
+	// then: the suite logs them last, after the dumps, so that the end of
+	// a long output says what failed.
+	failed []string
 }
 
 // setup starts the suite. It skips the test, saying what is missing, only
@@ -63,6 +69,12 @@ func setup(t *testing.T) *suite {
 	}
 	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
 	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log")}
+	// Registered first, so run last.
+	t.Cleanup(func() {
+		if len(s.failed) > 0 {
+			t.Logf("failed subtests (their errors and the dumps are above):\n  %s", strings.Join(s.failed, "\n  "))
+		}
+	})
 	t.Cleanup(func() {
 		if s.manager != nil {
 			_ = s.manager.Stop()
@@ -80,6 +92,39 @@ func setup(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// run runs f as a subtest of t and records its failure with the
+// conditions of the Database named db ("" for none) at that moment. The
+// suite's helpers fail the subtest meanwhile: a FailNow on the parent
+// from the subtest's goroutine would abort the whole test binary.
+func (s *suite) run(t *testing.T, title, db string, f func(t *testing.T)) {
+	t.Run(title, func(t *testing.T) {
+		parent := s.t
+		s.t = t
+		defer func() { s.t = parent }()
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			for _, f := range s.failed {
+				if strings.HasPrefix(f, t.Name()+"/") {
+					return // a subtest of it said why
+				}
+			}
+			line := t.Name()
+			if db != "" {
+				var got dbv1.Database
+				if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: db}, &got); err == nil {
+					for _, c := range got.Status.Conditions {
+						line += fmt.Sprintf("\n    %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+					}
+				}
+			}
+			s.failed = append(s.failed, line)
+		})
+		f(t)
+	})
 }
 
 // image returns the newest listed image whose name starts with prefix.
