@@ -631,10 +631,11 @@ func (a *Agent) unstick(ctx context.Context, spec Spec) error {
 	a.stuckChecked = time.Now()
 	a.mu.Unlock()
 	msg := a.serverMessage()
-	sysid, pos, err := a.db.controlPositions(ctx)
+	sysid, pos, replayed, err := a.db.controlPositions(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the standby's control file: %w", err)
 	}
+	pos = append(pos, reportedPositions(a.serverLog(), replayed)...)
 	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, stuckAfter)
 	err = a.recloneIfAllowed(ctx, spec, sysid, pos, why)
 	if errors.Is(err, errNotAllowed) {

@@ -197,62 +197,13 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 // discarded WAL range, and the rows written only there are gone; the old
 // data directory is removed once the new clone streams.
 func TestAgentReclonesOnAProvenFork(t *testing.T) {
-	c := newCluster(t)
-	h0, h1 := c.ip(0), c.ip(1)
-	c.start(0)
-	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
-	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
-	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
-	c.start(1)
-	c.start(2)
-	for _, i := range []int{1, 2} {
-		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
-			_, err := c.client.Status(context.Background(), c.ip(i), token)
-			return err
-		})
-	}
-	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60, Term: 1})
-	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, Term: 1})
-	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2, Term: 1})
-	for _, i := range []int{1, 2} {
-		c.waitFor(fmt.Sprintf("db-%d ready as a standby", i), 60*time.Second, func() error { return c.ready(i) })
-	}
-
-	// db-1 stops streaming; db-2 receives rows 1000–1099 in later WAL
-	// segments and restarts from a checkpoint there.
-	c.apply(1, instance.Spec{Role: instance.RoleReplica, Term: 1})
-	c.waitFor("db-1 detached", 30*time.Second, func() error {
-		for _, s := range c.status(0).Standbys {
-			if s.Name == "db-1" && s.Active {
-				return errors.New("db-1 still streams from db-0")
-			}
-		}
-		return nil
-	})
-	c.mustSQL(0, "SELECT pg_switch_wal()::text")
-	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1000, 1099)")
-	c.mustSQL(0, "SELECT pg_switch_wal()::text")
-	c.mustSQL(0, "CHECKPOINT")
-	end := c.mustSQL(0, "SELECT pg_current_wal_lsn()::text")
-	c.waitFor("db-2 replayed db-0's checkpoint", 30*time.Second, func() error {
-		got, err := c.sql(2, "SELECT pg_last_wal_replay_lsn()::text")
-		if err != nil || parseLSN(t, got) < parseLSN(t, end) {
-			return fmt.Errorf("db-2 replayed up to %q (want %s), %w", got, end, err)
-		}
-		return nil
-	})
+	c, fork := forkAfterFailover(t)
+	h1 := c.ip(1)
 	c.mustSQL(2, "CHECKPOINT")
-
-	// db-0 is lost; db-1 is promoted onto timeline 2 and takes row 2000.
-	c.kill(0)
-	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60, Term: 2})
-	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
-	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
 	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fork := strings.Fields(string(history))[1]
 
 	// db-2 stops; its WAL from before its restartpoint is gone (recycled,
 	// as a busy standby's is), with timeline 2's history in its pg_wal.
@@ -323,6 +274,104 @@ func TestAgentReclonesOnAProvenFork(t *testing.T) {
 		return nil
 	})
 	t.Logf("db-2 discarded timeline %d from %s to %s", st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
+}
+
+// TestAgentReclonesARunningStandbyPastAFork: a running standby that
+// replayed a failed primary's WAL past the fork is pointed at the promoted
+// server. Stopped for pg_rewind, it records how far it replayed (its
+// shutdown restartpoint); pg_rewind fails for want of the WAL before it,
+// and the promoted server's history proves the fork: it is cloned again
+// at once, naming the WAL it discarded, instead of waiting stuck for a
+// human.
+func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
+	c, fork := forkAfterFailover(t)
+	h1 := c.ip(1)
+	replayed := c.mustSQL(2, "SELECT pg_last_wal_replay_lsn()::text")
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2, Term: 2})
+	start := time.Now()
+	c.waitFor("db-2 cloned again and streaming from db-1 with row 2000", 60*time.Second, func() error {
+		if st := c.status(2); st.Stuck != nil {
+			t.Fatalf("db-2 reported stuck instead of proving the fork: %+v", st.Stuck)
+		}
+		if err := c.ready(2); err != nil {
+			return err
+		}
+		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
+			return fmt.Errorf("row 2000: count %q, %w", got, err)
+		}
+		return nil
+	})
+	st := c.status(2)
+	if d := st.Discarded; d == nil || d.Timeline != 1 || d.From != fork || d.Upstream != h1 ||
+		parseLSN(t, d.To) <= parseLSN(t, fork) || parseLSN(t, d.To) > parseLSN(t, replayed) {
+		t.Fatalf("db-2's discarded: %+v, want timeline 1 from %s to a position past it, at most %s, upstream %s", st.Discarded, fork, replayed, h1)
+	}
+	if got := c.mustSQL(2, "SELECT count(*)::text FROM t WHERE n >= 1000 AND n < 2000"); got != "0" {
+		t.Errorf("db-2 kept %s of the rows written after the fork", got)
+	}
+	t.Logf("db-2 cloned again %v after it was pointed at db-1, discarding timeline %d from %s to %s",
+		time.Since(start).Round(time.Second), st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
+}
+
+// forkAfterFailover sets up the fork the re-clone tests are about: db-0
+// primary with standbys db-1 and db-2; db-1 stops streaming, db-2
+// replays rows 1000–1099 in later WAL segments; db-0 is lost, db-1 is
+// promoted onto timeline 2 and takes row 2000. It returns the cluster and
+// the LSN at which timeline 1 ends in db-1's history, which db-2 went
+// past. db-2 still runs as a standby of db-0.
+func forkAfterFailover(t *testing.T) (*cluster, string) {
+	c := newCluster(t)
+	h0 := c.ip(0)
+	c.start(0)
+	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
+	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
+	c.start(1)
+	c.start(2)
+	for _, i := range []int{1, 2} {
+		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
+			_, err := c.client.Status(context.Background(), c.ip(i), token)
+			return err
+		})
+	}
+	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60, Term: 1})
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, Term: 1})
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2, Term: 1})
+	for _, i := range []int{1, 2} {
+		c.waitFor(fmt.Sprintf("db-%d ready as a standby", i), 60*time.Second, func() error { return c.ready(i) })
+	}
+
+	c.apply(1, instance.Spec{Role: instance.RoleReplica, Term: 1})
+	c.waitFor("db-1 detached", 30*time.Second, func() error {
+		for _, s := range c.status(0).Standbys {
+			if s.Name == "db-1" && s.Active {
+				return errors.New("db-1 still streams from db-0")
+			}
+		}
+		return nil
+	})
+	c.mustSQL(0, "SELECT pg_switch_wal()::text")
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1000, 1099)")
+	c.mustSQL(0, "SELECT pg_switch_wal()::text")
+	c.mustSQL(0, "CHECKPOINT")
+	end := c.mustSQL(0, "SELECT pg_current_wal_lsn()::text")
+	c.waitFor("db-2 replayed db-0's checkpoint", 30*time.Second, func() error {
+		got, err := c.sql(2, "SELECT pg_last_wal_replay_lsn()::text")
+		if err != nil || parseLSN(t, got) < parseLSN(t, end) {
+			return fmt.Errorf("db-2 replayed up to %q (want %s), %w", got, end, err)
+		}
+		return nil
+	})
+
+	c.kill(0)
+	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60, Term: 2})
+	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
+	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
+	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, strings.Fields(string(history))[1]
 }
 
 // TestAgentKeepsAStuckStandby: a standby that cannot stream because the

@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,6 +342,16 @@ type tlPos struct {
 	LSN      replication.LSN
 }
 
+// mkPos is a position from a timeline and PostgreSQL's text form of an
+// LSN; the zero tlPos when either is not one.
+func mkPos(tli int64, lsn string) tlPos {
+	l, err := replication.ParseLSN(lsn)
+	if err != nil || tli <= 0 {
+		return tlPos{}
+	}
+	return tlPos{Timeline: uint32(tli), LSN: l}
+}
+
 // provenFork decides whether a data directory went past the point where
 // its upstream left its timeline, from the upstream's current timeline
 // upstreamTLI, that timeline's history file (history, "" on timeline 1),
@@ -370,6 +381,51 @@ func provenFork(history string, upstreamTLI uint32, sameSystem bool, positions [
 		}
 	}
 	return at, fork, ok
+}
+
+// reportedPositions are the positions a standby's server says, in its
+// output, that its recovery reached, where its control file may still
+// record an older checkpoint and minimum recovery point (a running
+// standby writes them only at restartpoints and buffer flushes):
+//
+//   - the startup process, on finding a newer timeline of the upstream
+//     (xlogrecovery.c): "new timeline N forked off current database system
+//     timeline T before current recovery point X";
+//   - the WAL receiver, refused by the upstream (walsender.c): "requested
+//     starting point X on timeline T is not in this server's history". X
+//     is the start of the WAL segment of the next record to replay, so
+//     the standby replayed up to X.
+//
+// Each message must follow a severity directly, as the server writes it,
+// and its position must not be beyond replayed, how far the server says
+// it replayed (pg_last_wal_replay_lsn()): text a client put in the log
+// (a user name in a failed login) cannot claim more than the standby
+// holds. A position found here proves a fork only against the upstream's
+// history (provenFork), like the control file's.
+func reportedPositions(log string, replayed replication.LSN) []tlPos {
+	var out []tlPos
+	keep := func(p tlPos) {
+		if p.Timeline != 0 && p.LSN <= replayed {
+			out = append(out, p)
+		}
+	}
+	for _, m := range recoveryPointReport.FindAllStringSubmatch(log, -1) {
+		keep(mkPos(atoi(m[1]), m[2]))
+	}
+	for _, m := range startingPointRefusal.FindAllStringSubmatch(log, -1) {
+		keep(mkPos(atoi(m[2]), m[1]))
+	}
+	return out
+}
+
+var (
+	recoveryPointReport  = regexp.MustCompile(`LOG:\s+new timeline \d+ forked off current database system timeline (\d+) before current recovery point ([0-9A-F]+/[0-9A-F]+)`)
+	startingPointRefusal = regexp.MustCompile(`(?:FATAL|ERROR):\s+requested starting point ([0-9A-F]+/[0-9A-F]+) on timeline (\d+) is not in this server's history`)
+)
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }
 
 // parseHistory reads a timeline history file (PostgreSQL's

@@ -3,6 +3,7 @@ package instance
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -337,6 +338,39 @@ func TestProvenFork(t *testing.T) {
 				t.Errorf("fork %s at %+v, want %s at %+v", fork, at, tc.wantFork, tc.wantAt)
 			}
 		})
+	}
+}
+
+// TestReportedPositions: the positions a running standby's server reports
+// prove a fork its control file does not show yet (its checkpoint is
+// before the fork), as PostgreSQL 15 and 17 word them.
+func TestReportedPositions(t *testing.T) {
+	log := strings.Join([]string{
+		"2026-12-04 06:19:02.100 UTC [31] LOG:  entering standby mode",
+		"2026-12-04 06:19:02.300 UTC [31] LOG:  redo starts at 0/2000028",
+		"2026-12-04 06:19:03.000 UTC [40] FATAL:  could not start WAL streaming: ERROR:  requested starting point 0/3000000 on timeline 1 is not in this server's history",
+		"\tDETAIL:  This server's history forked from timeline 1 at 0/3000148.",
+		"2026-12-04 06:19:03.010 UTC [31] LOG:  new timeline 2 forked off current database system timeline 1 before current recovery point 0/3000200",
+		// What a client can put in the log claims no more than the
+		// server replayed.
+		`2026-12-04 06:19:04.000 UTC [52] FATAL:  password authentication failed for user "x`,
+		`LOG:  new timeline 9 forked off current database system timeline 1 before current recovery point 0/9000000"`,
+	}, "\n")
+	got := reportedPositions(log, mkPos(1, "0/3000200").LSN)
+	want := []tlPos{mkPos(1, "0/3000200"), mkPos(1, "0/3000000")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reportedPositions = %+v, want %+v", got, want)
+	}
+	control := []tlPos{mkPos(1, "0/2000060"), {}}
+	if _, _, ok := provenFork(history2, 2, true, control); ok {
+		t.Fatal("the control file alone proves the fork: the case is not the one this test is about")
+	}
+	at, fork, ok := provenFork(history2, 2, true, append(control, got...))
+	if !ok || at != mkPos(1, "0/3000200") || fork.String() != "0/3000148" {
+		t.Errorf("with the reported positions: proven %v, fork %s at %+v; want timeline 1 from 0/3000148 to 0/3000200", ok, fork, at)
+	}
+	if pos := reportedPositions("LOG:  redo starts at 0/2000028\n", mkPos(1, "0/3000200").LSN); len(pos) != 0 {
+		t.Errorf("a log without a report: %+v", pos)
 	}
 }
 

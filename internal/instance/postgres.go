@@ -331,16 +331,21 @@ func controlPositions(cd map[string]string) (sysid string, pos []tlPos) {
 	}
 }
 
-// serverMessage is the last FATAL or ERROR line of the running server's
-// output (the WAL receiver's reason for not streaming), "" when none.
-func (a *Agent) serverMessage() string {
+// serverLog is the end of the running server's output, "" when none.
+func (a *Agent) serverLog() string {
 	a.mu.Lock()
 	srv := a.srv
 	a.mu.Unlock()
 	if srv == nil {
 		return ""
 	}
-	lines := strings.Split(srv.log.String(), "\n")
+	return srv.log.String()
+}
+
+// serverMessage is the last FATAL or ERROR line of the running server's
+// output (the WAL receiver's reason for not streaming), "" when none.
+func (a *Agent) serverMessage() string {
+	lines := strings.Split(a.serverLog(), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if l := strings.TrimSpace(lines[i]); strings.Contains(l, "FATAL:") || strings.Contains(l, "ERROR:") {
 			return l

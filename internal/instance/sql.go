@@ -289,30 +289,26 @@ SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bi
 	return tli, sysid, history, err
 }
 
-// controlPositions reads the running server's system identifier and the
-// positions its control file records: the latest checkpoint (or
-// restartpoint) and the minimum recovery point, each with its timeline.
-func (d *db) controlPositions(ctx context.Context) (sysid string, pos []tlPos, err error) {
+// controlPositions reads the running server's system identifier, the
+// positions its control file records (the latest checkpoint or
+// restartpoint and the minimum recovery point, each with its timeline),
+// and how far it replayed (pg_last_wal_replay_lsn(), 0 when not in
+// recovery).
+func (d *db) controlPositions(ctx context.Context) (sysid string, pos []tlPos, replayed replication.LSN, err error) {
 	err = d.with(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
 		var ckTLI, minTLI int64
-		var ck, minLSN string
+		var ck, minLSN, replay string
 		if err := c.QueryRow(ctx, `
 SELECT (SELECT system_identifier FROM pg_control_system())::text,
        c.timeline_id::bigint, c.checkpoint_lsn::text,
-       r.min_recovery_end_timeline::bigint, r.min_recovery_end_lsn::text
-FROM pg_control_checkpoint() c, pg_control_recovery() r`).Scan(&sysid, &ckTLI, &ck, &minTLI, &minLSN); err != nil {
+       r.min_recovery_end_timeline::bigint, r.min_recovery_end_lsn::text,
+       coalesce(pg_last_wal_replay_lsn()::text, '')
+FROM pg_control_checkpoint() c, pg_control_recovery() r`).Scan(&sysid, &ckTLI, &ck, &minTLI, &minLSN, &replay); err != nil {
 			return err
 		}
 		pos = append(pos, mkPos(ckTLI, ck), mkPos(minTLI, minLSN))
+		replayed, _ = replication.ParseLSN(replay)
 		return nil
 	})
-	return sysid, pos, err
-}
-
-func mkPos(tli int64, lsn string) tlPos {
-	l, err := replication.ParseLSN(lsn)
-	if err != nil || tli <= 0 {
-		return tlPos{}
-	}
-	return tlPos{Timeline: uint32(tli), LSN: l}
+	return sysid, pos, replayed, err
 }
