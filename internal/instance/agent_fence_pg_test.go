@@ -197,66 +197,41 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 // discarded WAL range, and the rows written only there are gone; the old
 // data directory is removed once the new clone streams.
 func TestAgentReclonesOnAProvenFork(t *testing.T) {
-	c, fork := forkAfterFailover(t)
+	c := newCluster(t)
+	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
 	c.mustSQL(2, "CHECKPOINT")
-	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// db-2 stops; its WAL from before its restartpoint is gone (recycled,
-	// as a busy standby's is), with timeline 2's history in its pg_wal.
-	c.stop(2)
-	cd, err := exec.Command(filepath.Join(pgBin, "pg_controldata"), "-D", c.pgdata(2)).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var redoFile, ckpt string
-	for _, line := range strings.Split(string(cd), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		switch strings.TrimSpace(k) {
-		case "Latest checkpoint's REDO WAL file":
-			redoFile = strings.TrimSpace(v)
-		case "Latest checkpoint location":
-			ckpt = strings.TrimSpace(v)
-		}
-	}
-	if parseLSN(t, ckpt) <= parseLSN(t, fork) {
-		t.Fatalf("db-2's checkpoint %s is not past the fork %s: the scenario did not diverge", ckpt, fork)
-	}
-	entries, _ := os.ReadDir(filepath.Join(c.pgdata(2), "pg_wal"))
-	for _, e := range entries {
-		if len(e.Name()) == 24 && e.Name() < redoFile {
-			_ = os.Remove(filepath.Join(c.pgdata(2), "pg_wal", e.Name()))
-		}
-	}
-	for path, data := range map[string][]byte{
-		filepath.Join(c.pgdata(2), "pg_wal", "00000002.history"): history,
-		filepath.Join(c.dir(2), "volume", "state.json"):          []byte(`{"role": "replica", "upstream": "` + h1 + `", "slot": "` + slot2 + `", "term": 1}`),
-	} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
+	// as a busy standby's is).
+	var ckpt string
+	c.restartPastFork(func() {
+		cd, err := exec.Command(filepath.Join(pgBin, "pg_controldata"), "-D", c.pgdata(2)).Output()
+		if err != nil {
 			t.Fatal(err)
 		}
-		c.chown(path)
-	}
-	c.start(2)
-	c.waitFor("db-2's server to refuse to start", 30*time.Second, func() error {
-		if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); !strings.Contains(string(log), "is not a child of this server's history") {
-			return errors.New("not yet in its log")
+		var redoFile string
+		for _, line := range strings.Split(string(cd), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			switch strings.TrimSpace(k) {
+			case "Latest checkpoint's REDO WAL file":
+				redoFile = strings.TrimSpace(v)
+			case "Latest checkpoint location":
+				ckpt = strings.TrimSpace(v)
+			}
 		}
-		return nil
+		if parseLSN(t, ckpt) <= parseLSN(t, fork) {
+			t.Fatalf("db-2's checkpoint %s is not past the fork %s: the scenario did not diverge", ckpt, fork)
+		}
+		entries, _ := os.ReadDir(filepath.Join(c.pgdata(2), "pg_wal"))
+		for _, e := range entries {
+			if len(e.Name()) == 24 && e.Name() < redoFile {
+				_ = os.Remove(filepath.Join(c.pgdata(2), "pg_wal", e.Name()))
+			}
+		}
 	})
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2, Term: 2})
-	c.waitFor("db-2 cloned again and streaming from db-1 with row 2000", 90*time.Second, func() error {
-		if err := c.ready(2); err != nil {
-			return err
-		}
-		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
-			return fmt.Errorf("row 2000: count %q, %w", got, err)
-		}
-		return nil
-	})
+	c.waitStreamingWithRow2000(2, "cloned again", 90*time.Second, nil)
 	st := c.status(2)
 	if d := st.Discarded; d == nil || d.Timeline != 1 || d.From != fork || d.Upstream != h1 || parseLSN(t, d.To) < parseLSN(t, ckpt) {
 		t.Fatalf("db-2's discarded: %+v, want timeline 1 from %s to at least %s, upstream %s", st.Discarded, fork, ckpt, h1)
@@ -284,20 +259,15 @@ func TestAgentReclonesOnAProvenFork(t *testing.T) {
 // at once, naming the WAL it discarded, instead of waiting stuck for a
 // human.
 func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
-	c, fork := forkAfterFailover(t)
+	c := newCluster(t)
+	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
 	replayed := c.mustSQL(2, "SELECT pg_last_wal_replay_lsn()::text")
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2, Term: 2})
 	start := time.Now()
-	c.waitFor("db-2 cloned again and streaming from db-1 with row 2000", 60*time.Second, func() error {
+	c.waitStreamingWithRow2000(2, "cloned again", 60*time.Second, func() error {
 		if st := c.status(2); st.Stuck != nil {
 			t.Fatalf("db-2 reported stuck instead of proving the fork: %+v", st.Stuck)
-		}
-		if err := c.ready(2); err != nil {
-			return err
-		}
-		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
-			return fmt.Errorf("row 2000: count %q, %w", got, err)
 		}
 		return nil
 	})
@@ -313,14 +283,14 @@ func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
 		time.Since(start).Round(time.Second), st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
 }
 
-// forkAfterFailover sets up the fork the re-clone tests are about: db-0
-// primary with standbys db-1 and db-2; db-1 stops streaming, db-2
-// replays rows 1000–1099 in later WAL segments; db-0 is lost, db-1 is
-// promoted onto timeline 2 and takes row 2000. It returns the cluster and
-// the LSN at which timeline 1 ends in db-1's history, which db-2 went
-// past. db-2 still runs as a standby of db-0.
-func forkAfterFailover(t *testing.T) (*cluster, string) {
-	c := newCluster(t)
+// forkAfterFailover sets up the fork the re-clone and rewind tests are
+// about, on a new cluster c: db-0 primary with standbys db-1 and db-2;
+// db-1 stops streaming, db-2 replays rows 1000–1099 in later WAL segments
+// and db-0's checkpoint after them; db-0 is lost, db-1 is promoted onto
+// timeline 2 (term 2) and takes row 2000. It returns the LSN at which
+// timeline 1 ends in db-1's history, which db-2 went past. db-2 still
+// runs as a standby of db-0.
+func forkAfterFailover(t *testing.T, c *cluster) (fork string) {
 	h0 := c.ip(0)
 	c.start(0)
 	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
@@ -367,11 +337,76 @@ func forkAfterFailover(t *testing.T) (*cluster, string) {
 	c.apply(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60, Term: 2})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
+	return strings.Fields(c.history2())[1]
+}
+
+// history2 is timeline 2's history file on db-1.
+func (c *cluster) history2() string {
+	c.t.Helper()
 	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	return c, strings.Fields(string(history))[1]
+	return string(history)
+}
+
+// restartPastFork stops db-2 (after forkAfterFailover), runs prepare on
+// its stopped data directory, and starts it again following db-1 in term
+// 1, with timeline 2's history in its pg_wal, as after a rewind that
+// found nothing to do (pg_rewind judges from the control file) and a
+// restart once it had replayed past the fork, then waits until its server
+// refuses to start: "requested timeline 2 is not a child of this server's
+// history".
+func (c *cluster) restartPastFork(prepare func()) {
+	c.t.Helper()
+	c.stop(2)
+	if prepare != nil {
+		prepare()
+	}
+	h1 := c.ip(1)
+	for path, data := range map[string][]byte{
+		filepath.Join(c.pgdata(2), "pg_wal", "00000002.history"): []byte(c.history2()),
+		filepath.Join(c.dir(2), "volume", "state.json"):          []byte(`{"role": "replica", "upstream": "` + h1 + `", "slot": "` + slot2 + `", "term": 1}`),
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		c.chown(path)
+	}
+	c.start(2)
+	c.waitFor("db-2's server to refuse to start", 30*time.Second, func() error {
+		if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); !strings.Contains(string(log), "is not a child of this server's history") {
+			return errors.New("not yet in its log")
+		}
+		return nil
+	})
+}
+
+// waitStreamingWithRow2000 waits until ordinal i, after what (a rewind, a
+// new clone), is ready as a standby of db-1 with row 2000, the row written
+// after the fork, and check (when not nil) passes; it fails at once when
+// i's agent exits.
+func (c *cluster) waitStreamingWithRow2000(i int, what string, timeout time.Duration, check func() error) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("db-%d %s and streaming from db-1 with row 2000", i, what), timeout, func() error {
+		select {
+		case <-c.agents[i].done:
+			c.t.Fatalf("db-%d's agent exited", i)
+		default:
+		}
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		if err := c.ready(i); err != nil {
+			return err
+		}
+		if got, err := c.sql(i, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
+			return fmt.Errorf("row 2000: count %q, %w", got, err)
+		}
+		return nil
+	})
 }
 
 // TestAgentKeepsAStuckStandby: a standby that cannot stream because the

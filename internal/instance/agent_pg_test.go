@@ -739,100 +739,20 @@ func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
 	// pg_rewind reads back to the last checkpoint before the fork: without
 	// it pg_rewind fails, and the agent clones again (tested above).
 	c.pgFlags = append(c.pgFlags, "-c", "wal_keep_size=256MB")
-	h0, h1 := c.ip(0), c.ip(1)
-	c.start(0)
-	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
-	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
-	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
-	c.start(1)
-	c.start(2)
-	for _, i := range []int{1, 2} {
-		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
-			_, err := c.client.Status(context.Background(), c.ip(i), token)
-			return err
-		})
-	}
-	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60})
-	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1})
-	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2})
-	for _, i := range []int{1, 2} {
-		c.waitFor(fmt.Sprintf("db-%d ready as a standby", i), 60*time.Second, func() error { return c.ready(i) })
-	}
-
-	// db-1 stops streaming; db-2 receives rows 1000–1099 and a checkpoint,
-	// and restarts from it: its control file is past db-1's end of WAL.
-	c.apply(1, instance.Spec{Role: instance.RoleReplica})
-	c.waitFor("db-1 detached", 30*time.Second, func() error {
-		for _, s := range c.status(0).Standbys {
-			if s.Name == "db-1" && s.Active {
-				return errors.New("db-1 still streams from db-0")
-			}
-		}
-		return nil
-	})
-	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1000, 1099)")
-	c.mustSQL(0, "CHECKPOINT")
-	end := c.mustSQL(0, "SELECT pg_current_wal_lsn()::text")
-	c.waitFor("db-2 replayed db-0's checkpoint", 30*time.Second, func() error {
-		got, err := c.sql(2, "SELECT pg_last_wal_replay_lsn()::text")
-		if err != nil || parseLSN(t, got) < parseLSN(t, end) {
-			return fmt.Errorf("db-2 replayed up to %q (want %s), %w", got, end, err)
-		}
-		return nil
-	})
-	c.mustSQL(2, "CHECKPOINT") // a restartpoint at db-0's checkpoint
-
-	// db-0 is lost; db-1, which never received rows 1000–1099, is
-	// promoted onto timeline 2 and takes row 2000.
-	c.kill(0)
-	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60})
-	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
-	c.mustSQL(1, "INSERT INTO t VALUES (2000)")
-
-	// db-2 stops cleanly and comes back following db-1, with timeline 2's
-	// history in its pg_wal, as if it had fetched it from db-1.
-	c.stop(2)
-	history, err := os.ReadFile(filepath.Join(c.pgdata(1), "pg_wal", "00000002.history"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, data := range map[string][]byte{
-		filepath.Join(c.pgdata(2), "pg_wal", "00000002.history"): history,
-		filepath.Join(c.dir(2), "volume", "state.json"):          []byte(`{"role": "replica", "upstream": "` + h1 + `", "slot": "` + slot2 + `"}`),
-	} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c.chown(path)
-	}
-	c.start(2)
-	c.waitFor("db-2's server to refuse to start", 30*time.Second, func() error {
-		if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); !strings.Contains(string(log), "is not a child of this server's history") {
-			return errors.New("not yet in its log")
-		}
-		return nil
-	})
+	forkAfterFailover(t, c)
+	h1 := c.ip(1)
+	c.mustSQL(2, "CHECKPOINT") // a restartpoint at db-0's checkpoint, past the fork
+	c.restartPastFork(nil)
 	// Detached, it has no upstream to rewind from: it waits, and says why.
-	c.apply(2, instance.Spec{Role: instance.RoleReplica})
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Term: 2})
 	c.waitFor("db-2 to wait for an upstream", 10*time.Second, func() error {
 		if st := c.status(2); st.Phase != instance.PhaseStopped || !strings.Contains(st.Error, "send a replica Spec with an upstream to rewind it from") {
 			return fmt.Errorf("phase %s, error %q", st.Phase, st.Error)
 		}
 		return nil
 	})
-	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2})
-	c.waitFor("db-2 rewound and streaming from db-1 with row 2000", 60*time.Second, func() error {
-		select {
-		case <-c.agents[2].done:
-			return errors.New("db-2's agent exited")
-		default:
-		}
-		if err := c.ready(2); err != nil {
-			return err
-		}
-		if got, err := c.sql(2, "SELECT count(*)::text FROM t WHERE n = 2000"); err != nil || got != "1" {
-			return fmt.Errorf("row 2000: count %q, %w", got, err)
-		}
+	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2, Term: 2})
+	c.waitStreamingWithRow2000(2, "rewound", 60*time.Second, func() error {
 		// The refused start's error is cleared once the server started
 		// (the readiness probe may answer a moment before); a re-clone
 		// instead of the rewind would stay reported here.
