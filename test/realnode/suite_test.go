@@ -30,6 +30,7 @@ type suite struct {
 	client  client.Client
 	manager *localrun.Manager
 	logFile string
+	runDir  string
 	images  []devcluster.Image
 	// failed names the subtests that failed, with what the Database said
 	// then: the suite logs them last, after the dumps, so that the end of
@@ -68,7 +69,7 @@ func setup(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
-	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log")}
+	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir}
 	// Registered first, so run last.
 	t.Cleanup(func() {
 		if len(s.failed) > 0 {
@@ -168,7 +169,9 @@ func (s *suite) mustKubectl(args ...string) string {
 // apply applies a manifest given as text.
 func (s *suite) apply(manifest string) {
 	s.t.Helper()
-	f := filepath.Join(s.t.TempDir(), "manifest.yaml")
+	// In the suite's directory: kubectl -f splits a path at its commas,
+	// which a subtest's TempDir (named after its title) may hold.
+	f := filepath.Join(s.runDir, fmt.Sprintf("manifest-%d.yaml", time.Now().UnixNano()))
 	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
