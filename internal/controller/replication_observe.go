@@ -145,7 +145,6 @@ func (r *DatabaseReconciler) cluster(primary string, members []*member, mem *rep
 			Ready:        ready,
 			ReadyChanged: changed,
 			Terminating:  m.pod.DeletionTimestamp != nil,
-			UpToDate:     m.pod.Labels["controller-revision-hash"] != "",
 			Agent:        agentStatus(m.status, now),
 		}
 		if m.name() == primary && m.answered() && m.status.Timeline != 0 {

@@ -26,7 +26,6 @@ func pod(ordinal int, opts ...option) Instance {
 		Role:         RoleReplica,
 		Ready:        true,
 		ReadyChanged: t0.Add(-time.Hour),
-		UpToDate:     true,
 		Agent: &AgentStatus{
 			InRecovery:   true,
 			Timeline:     4,

@@ -57,8 +57,6 @@ type Instance struct {
 	ReadyChanged time.Time
 	// Terminating is true once the pod has a deletion timestamp.
 	Terminating bool
-	// UpToDate is true when the pod runs the StatefulSet's update revision.
-	UpToDate bool
 	// Agent is the instance agent's answer, nil when it did not answer.
 	Agent *AgentStatus
 }
