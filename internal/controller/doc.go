@@ -17,15 +17,22 @@
 //   - replication.go: the roles of a replicated postgres Database's pods
 //     through their agents, one decision per reconcile; a single server's
 //     pod labelled primary.
-//   - replication_change.go: a change of primary: failover, switchover,
-//     promotion.
+//   - replication_change.go, replication_commit.go: a change of primary
+//     (failover, switchover, promotion), committed to one target in a new
+//     term before any primary spec is sent, and how it completes or is
+//     abandoned.
 //   - replication_agents.go: the steady state: each agent's spec, the
 //     primary's lease and slots, the role labels.
 //   - replication_observe.go, replication_memory.go, replication_status.go:
 //     what the agents report, what the controller remembers between
 //     reconciles, and the instances and conditions in the status.
+//   - replication_stuck.go, replication_notice.go: the standbys that need a
+//     human (the Stalled condition, the re-clone annotation), and the
+//     Warning Events for them and for WAL a re-clone discarded, each
+//     reported once.
 //   - rollout.go: the rolling update's partition, so that the primary
 //     restarts last.
+//   - disruption.go: the PodDisruptionBudget of a replicated Database.
 //   - observation.go, status.go, conditions.go: what a reconcile observed,
 //     and the status computed from it alone by pure functions.
 //   - status_writer.go: the one status write per reconcile, made only when
