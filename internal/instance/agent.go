@@ -80,6 +80,9 @@ type Agent struct {
 	// its timeline's fork (StartError.Diverged), until it starts again:
 	// the next Spec with an upstream rewinds it.
 	diverged bool
+	// serverVersion is the version the running server last reported
+	// (Status.ServerVersion), kept while it is down.
+	serverVersion string
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it

@@ -472,6 +472,19 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	if st := c.status(1); !st.Streaming || st.Upstream != h0 || !st.InRecovery || st.LastStreamedSecondsAgo == nil {
 		t.Errorf("db-1's status: %+v", st)
 	}
+	// Both report their server's version without Debian's suffix
+	// (server_version "15.14 (Debian 15.14-0+deb12u1)" is 15.14, as
+	// server_version_num 150014 says).
+	num, err := strconv.Atoi(c.mustSQL(0, "SHOW server_version_num"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverVersion := fmt.Sprintf("%d.%d", num/10000, num%10000)
+	for i := range 2 {
+		if got := c.status(i).ServerVersion; got != serverVersion {
+			t.Errorf("db-%d reports server version %q, want %q", i, got, serverVersion)
+		}
+	}
 	if _, err := c.sql(1, "INSERT INTO t VALUES (0)"); err == nil {
 		t.Error("db-1, a standby, accepted a write")
 	}
@@ -692,6 +705,9 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		return nil
 	})
 	t.Logf("db-0 fenced itself %v after its standby stopped", time.Since(fenceStart).Round(10*time.Millisecond))
+	if got := c.status(0).ServerVersion; got != serverVersion {
+		t.Errorf("db-0, fenced, reports server version %q, want the last one it saw running, %q", got, serverVersion)
+	}
 	if err := c.ready(0); err == nil {
 		t.Error("a fenced db-0 is ready")
 	}

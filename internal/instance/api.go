@@ -193,6 +193,11 @@ type Status struct {
 	// Timeline is the server's timeline (pg_control_checkpoint() while
 	// running, pg_controldata while stopped), 0 when unknown.
 	Timeline uint32 `json:"timeline,omitempty"`
+	// ServerVersion is the server's version as the server reports it
+	// (server_version) without a distribution's suffix, such as "17.10":
+	// the running server's, or while it is down the last one the agent saw
+	// running since it started; "" before the agent first queried it.
+	ServerVersion string `json:"serverVersion,omitempty"`
 	// Upstream is the host the standby streams from, or streamed from
 	// until it was detached; "" on a primary.
 	Upstream string `json:"upstream,omitempty"`

@@ -159,6 +159,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		Error:      a.lastErr,
 		Term:       a.st.Term,
 	}
+	s.ServerVersion = a.serverVersion
 	if a.stuck != nil {
 		st := *a.stuck
 		s.Stuck = &st
@@ -211,6 +212,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		return s
 	}
 	s.InRecovery, s.Timeline = p.InRecovery, p.Timeline
+	s.ServerVersion = a.noteServerVersion(p.ServerVersion)
 	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = a.received(p.Receive), p.Replay, p.Current
 	s.Streaming = p.InRecovery && p.Streaming && streamingUpstream != ""
 	if s.Streaming {
@@ -251,7 +253,9 @@ func (a *Agent) serveReady(w http.ResponseWriter, r *http.Request) {
 	var p progress
 	err := errNotRunning
 	if phase == PhaseRunning {
-		p, err = a.db.progress(r.Context())
+		if p, err = a.db.progress(r.Context()); err == nil {
+			a.noteServerVersion(p.ServerVersion)
+		}
 	}
 	ok, reason := readiness(phase, spec, mode, p.InRecovery, err == nil, p.Streaming, upstream)
 	if !ok {

@@ -232,6 +232,9 @@ type progress struct {
 	Replay     string
 	Current    string
 	Streaming  bool // the WAL receiver's status is 'streaming'
+	// ServerVersion is server_version as the server reports it, with any
+	// distribution's suffix ("15.14 (Debian 15.14-0+deb12u1)").
+	ServerVersion string
 }
 
 func (d *db) progress(ctx context.Context) (progress, error) {
@@ -251,8 +254,9 @@ SELECT pg_is_in_recovery(),
        coalesce(pg_last_wal_receive_lsn()::text, ''),
        coalesce(pg_last_wal_replay_lsn()::text, ''),
        CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
-       EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')`).
-			Scan(&p.InRecovery, &tl, &p.Receive, &p.Replay, &p.Current, &p.Streaming)
+       EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'),
+       current_setting('server_version')`).
+			Scan(&p.InRecovery, &tl, &p.Receive, &p.Replay, &p.Current, &p.Streaming, &p.ServerVersion)
 		p.Timeline = uint32(tl)
 		return err
 	})
