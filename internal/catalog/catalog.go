@@ -2,7 +2,9 @@ package catalog
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -220,6 +222,24 @@ func (e *EngineInfo) CompareVersions(a, b string) int {
 		return slices.IndexFunc(e.Versions, func(info VersionInfo) bool { return info.Version == v })
 	}
 	return index(a) - index(b)
+}
+
+// leadingNumbers is the start of a version a server reports: numbers
+// separated by dots ("17.10", the 18 of "18beta1", "8.4.6" of "8.4.6-log").
+var leadingNumbers = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+)*`)
+
+// MajorVersion returns the major version, as spec.version writes it, of a
+// version a server of the engine reports: as many of its leading numbers
+// as the catalog's versions have. Of postgres "17.10" and "18beta1" are 17
+// and 18; of mysql "8.4.6" is 8.4. ok is false when the version does not
+// begin with that many numbers.
+func (e *EngineInfo) MajorVersion(serverVersion string) (major string, ok bool) {
+	parts := strings.Split(leadingNumbers.FindString(serverVersion), ".")
+	n := strings.Count(e.DefaultVersion, ".") + 1
+	if len(parts) < n || parts[0] == "" {
+		return "", false
+	}
+	return strings.Join(parts[:n], "."), true
 }
 
 // DefaultImage returns the image dbkeeper runs for a supported version of the

@@ -53,6 +53,10 @@ func TestCatalogIsConsistent(t *testing.T) {
 			if !strings.HasPrefix(v.Tag, v.Version+".") {
 				t.Errorf("%s %s: image tag %q is not of that major version", e.Name, v.Version, v.Tag)
 			}
+			if major, ok := e.MajorVersion(v.Tag); !ok || major != v.Version {
+				t.Errorf("%s %s: the major version of its server version %s is %q (%v): every version of an engine must have as many numbers as its default %s",
+					e.Name, v.Version, v.Tag, major, ok, e.DefaultVersion)
+			}
 			if i > 0 && !e.Versions[i-1].EndOfLife.Before(v.EndOfLife) {
 				t.Errorf("%s: versions are not ordered oldest first at %s", e.Name, v.Version)
 			}
@@ -134,6 +138,36 @@ func TestCompareVersions(t *testing.T) {
 	my, _ := LookupEngine(dbv1.EngineMySQL)
 	if my.CompareVersions("8.0", "8.4") >= 0 {
 		t.Error("mysql versions do not order as 8.0 < 8.4")
+	}
+}
+
+func TestMajorVersion(t *testing.T) {
+	pg, _ := LookupEngine(dbv1.EnginePostgres)
+	my, _ := LookupEngine(dbv1.EngineMySQL)
+	tests := []struct {
+		name          string
+		engine        *EngineInfo
+		serverVersion string
+		want          string
+		ok            bool
+	}{
+		{"a postgres release is of its first number", pg, "17.10", "17", true},
+		{"a postgres release of another major", pg, "15.20", "15", true},
+		{"a postgres beta is of its number", pg, "18beta1", "18", true},
+		{"a postgres development build is of its number", pg, "19devel", "19", true},
+		{"a mysql release is of its first two numbers", my, "8.4.6", "8.4", true},
+		{"a mysql release with a suffix", my, "8.0.43-log", "8.0", true},
+		{"a mysql version with one number says nothing", my, "8", "", false},
+		{"an empty version says nothing", pg, "", "", false},
+		{"a version that does not begin with a number says nothing", pg, "PostgreSQL 17.10", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := tt.engine.MajorVersion(tt.serverVersion)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("%s MajorVersion(%q) = %q, %v; want %q, %v", tt.engine.Name, tt.serverVersion, got, ok, tt.want, tt.ok)
+			}
+		})
 	}
 }
 
