@@ -12,10 +12,11 @@ const (
 	// towards the spec.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a human: an invalid spec,
-	// a missing StorageClass, pods that cannot pull their image or crash,
-	// or a standby whose replication cannot progress (the reasons
-	// IncompatibleVersion, AuthenticationFailed, SlotInvalidated,
-	// CloneFailed, NotStreaming, RewindFailed).
+	// a missing StorageClass, pods that cannot pull their image or crash, a
+	// server that runs another major version than spec.version
+	// (VersionMismatch), or a standby whose replication cannot progress
+	// (the reasons IncompatibleVersion, AuthenticationFailed,
+	// SlotInvalidated, CloneFailed, NotStreaming, RewindFailed).
 	ConditionStalled = "Stalled"
 	// ConditionCredentialsReady is True when the credentials Secret exists
 	// and matches the spec.
@@ -73,6 +74,11 @@ const (
 	// ReasonStorageResizeFailed: a data volume could not grow, typically
 	// because its StorageClass does not allow volume expansion.
 	ReasonStorageResizeFailed = "StorageResizeFailed"
+	// ReasonVersionMismatch: a pod's server runs another major version
+	// than spec.version (status.serverVersion, status.instances): its image
+	// is of another version than the Database says. The message names each
+	// such pod, the version it runs, and the fix.
+	ReasonVersionMismatch = "VersionMismatch"
 	// ReasonControlledByOther: a child's name is taken by an object that
 	// another object controls; dbkeeper never takes it over, so a human must
 	// delete it or rename the Database. Not retried.

@@ -191,12 +191,16 @@ func TestCRD(t *testing.T) {
 			t.Errorf("kubectl get db does not list orders:\n%s", out)
 		}
 		wide := kubectl("get", "dbkeeper", "-n", "default", "-o", "wide")
-		if !strings.Contains(strings.SplitN(wide, "\n", 2)[0], "ENDPOINT") {
-			t.Errorf("kubectl get -o wide has no ENDPOINT column:\n%s", wide)
+		if header := strings.SplitN(wide, "\n", 2)[0]; !strings.Contains(header, "ENDPOINT") || !strings.Contains(header, "SERVER VERSION") {
+			t.Errorf("kubectl get -o wide lacks the ENDPOINT or SERVER VERSION column:\n%s", wide)
 		}
 		explain := kubectl("explain", "database.spec.deletionPolicy")
 		if !strings.Contains(explain, "Retain keeps the PersistentVolumeClaims") {
 			t.Errorf("kubectl explain does not show the field documentation:\n%s", explain)
+		}
+		explain = kubectl("explain", "database.status.serverVersion")
+		if !strings.Contains(explain, "VersionMismatch") {
+			t.Errorf("kubectl explain database.status.serverVersion does not say what a mismatch does:\n%s", explain)
 		}
 		explain = kubectl("explain", "database.spec.replicas")
 		for _, want := range []string{"postgres: 1 to 9, one primary and replicas-1 hot standbys", "mysql: must be 1."} {

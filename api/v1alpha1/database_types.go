@@ -245,6 +245,18 @@ type DatabaseStatus struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// serverVersion is the version of PostgreSQL the primary's server
+	// runs, as the server reports it (server_version, without a
+	// distribution's suffix), such as 17.10; while the server is down or
+	// its agent does not answer, the last version it was seen running.
+	// Empty until it was first seen, and for mysql. spec.version is what
+	// the Database should run, this is what it does: a major version other
+	// than spec.version, on this or any pod (status.instances), makes the
+	// Database Stalled with reason VersionMismatch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ServerVersion string `json:"serverVersion,omitempty"`
+
 	// currentPrimary is the pod that accepts writes: the client Service
 	// <name> selects it, and every other pod streams from it. A single
 	// server's is its one pod, ordinal 0, from the start.
@@ -341,6 +353,16 @@ type InstanceStatus struct {
 	// +optional
 	Lag *metav1.Duration `json:"lag,omitempty"`
 
+	// serverVersion is the version of PostgreSQL the pod's server runs, as
+	// the server reports it (server_version, without a distribution's
+	// suffix), such as 17.10; while the server is down or its agent does
+	// not answer, the last version it was seen running. A major version
+	// other than spec.version makes the Database Stalled with reason
+	// VersionMismatch.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ServerVersion string `json:"serverVersion,omitempty"`
+
 	// message says why the pod is not ready, or what it is doing (cloning,
 	// rewinding, fenced).
 	// +optional
@@ -361,6 +383,7 @@ type InstanceStatus struct {
 // +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.servingPrimary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Server Version",type=string,JSONPath=`.status.serverVersion`,priority=1
 type Database struct {
 	metav1.TypeMeta `json:",inline"`
 

@@ -60,6 +60,12 @@ type replicationObservation struct {
 	// stalled is what makes the Database Stalled: standbys that cannot
 	// progress without a human (standbyProblems); nil when none.
 	stalled *problem
+	// serverVersion is the version the primary's server was last seen
+	// running (status.serverVersion); "" when never.
+	serverVersion string
+	// versionMismatch is the Stalled problem of servers that run another
+	// major version than spec.version; nil when none.
+	versionMismatch *problem
 	// requeueAfter is when to look again without any watched change: at
 	// the latest, the next lease renewal.
 	requeueAfter time.Duration
@@ -147,7 +153,7 @@ func firstPod(db *dbv1.Database) string { return db.Name + "-0" }
 // start, which initializes itself as one: reporting it before the pod
 // exists spares a new Database a status write.
 func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) replicationObservation {
-	out := replicationObservation{currentPrimary: firstPod(s.spec)}
+	out := replicationObservation{currentPrimary: firstPod(s.spec), serverVersion: s.db.Status.ServerVersion}
 	for i := range s.obs.pods {
 		pod := &s.obs.pods[i]
 		if pod.Name != firstPod(s.spec) {
@@ -159,6 +165,10 @@ func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) repl
 				out.requeueAfter = leaseRenewPeriod
 			}
 		}
+		out.serverVersion = r.singleServerVersion(ctx, s, pod)
+	}
+	if out.serverVersion != "" {
+		r.reportVersions(s.spec, &out, []runningVersion{{pod: firstPod(s.spec), version: out.serverVersion}})
 	}
 	return out
 }

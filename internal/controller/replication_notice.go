@@ -19,6 +19,13 @@ func (run *replicationRun) notice() {
 	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
 	problems := standbyProblems(run.db, run.out.currentPrimary, replicas, run.members)
 	run.out.stalled = stalledBy(problems)
+	var running []runningVersion
+	for _, in := range run.out.instances {
+		if m := run.byName[in.Name]; in.ServerVersion != "" && ordinalOf(in.Name) < replicas && (m == nil || m.pod.DeletionTimestamp == nil) {
+			running = append(running, runningVersion{pod: in.Name, version: in.ServerVersion})
+		}
+	}
+	run.r.reportVersions(run.db, &run.out, running)
 	key := client.ObjectKeyFromObject(run.db)
 	for _, p := range run.r.notices.stuck(key, problems) {
 		run.event(corev1.EventTypeWarning, p.reason, "%s", p.message)
@@ -57,6 +64,9 @@ type noticed struct {
 	discarded map[string]instance.Discarded
 	// reclone is the last problem of the re-clone annotation reported.
 	reclone string
+	// versions are the mismatched server versions reported, by pod, while
+	// they last.
+	versions map[string]string
 }
 
 func (n *replicationNotices) of(key client.ObjectKey) *noticed {
@@ -113,6 +123,25 @@ func (n *replicationNotices) reclone(key client.ObjectKey, msg string) bool {
 	}
 	d.reclone = msg
 	return true
+}
+
+// mismatched returns the servers of another major version than the spec
+// not reported yet, and remembers the current ones: a pod that runs the
+// right version again, and later another, is reported again.
+func (n *replicationNotices) mismatched(key client.ObjectKey, mismatches []runningVersion) []runningVersion {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d := n.of(key)
+	current := make(map[string]string, len(mismatches))
+	var fresh []runningVersion
+	for _, m := range mismatches {
+		current[m.pod] = m.version
+		if d.versions[m.pod] != m.version {
+			fresh = append(fresh, m)
+		}
+	}
+	d.versions = current
+	return fresh
 }
 
 // forget drops what was reported of a Database that is gone.

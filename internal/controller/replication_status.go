@@ -75,12 +75,19 @@ func (run *replicationRun) report() {
 				st.Message = describe(m.status, "not streaming from "+out.currentPrimary)
 			}
 		}
+		last := slices.IndexFunc(run.s.db.Status.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == m.name() })
 		if m.answered() {
 			st.Timeline = int64(m.status.Timeline)
-		} else if i := slices.IndexFunc(run.s.db.Status.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == m.name() }); i >= 0 {
+		} else if last >= 0 {
 			// The last timeline it reported: a promotion elsewhere must
 			// choose one above it (highestTimeline).
-			st.Timeline = run.s.db.Status.Instances[i].Timeline
+			st.Timeline = run.s.db.Status.Instances[last].Timeline
+		}
+		// The version it runs, or the last one it was seen running.
+		if m.answered() && m.status.ServerVersion != "" {
+			st.ServerVersion = m.status.ServerVersion
+		} else if last >= 0 {
+			st.ServerVersion = run.s.db.Status.Instances[last].ServerVersion
 		}
 		if !st.Ready && m.ordinal < replicas && m.pod.DeletionTimestamp == nil {
 			problems = append(problems, m.name()+": "+st.Message)
@@ -92,10 +99,14 @@ func (run *replicationRun) report() {
 			// A pod the Database keeps, gone for now: its last timeline
 			// stays known, so that no promotion elsewhere reuses it
 			// (highestTimeline).
-			out.instances = append(out.instances, dbv1.InstanceStatus{Name: in.Name, Role: in.Role, Timeline: in.Timeline, Message: "no pod"})
+			out.instances = append(out.instances, dbv1.InstanceStatus{Name: in.Name, Role: in.Role, Timeline: in.Timeline, ServerVersion: in.ServerVersion, Message: "no pod"})
 		}
 	}
 	slices.SortFunc(out.instances, func(a, b dbv1.InstanceStatus) int { return ordinalOf(a.Name) - ordinalOf(b.Name) })
+	out.serverVersion = run.s.db.Status.ServerVersion
+	if i := slices.IndexFunc(out.instances, func(in dbv1.InstanceStatus) bool { return in.Name == out.currentPrimary }); i >= 0 && out.instances[i].ServerVersion != "" {
+		out.serverVersion = out.instances[i].ServerVersion
+	}
 	if primary == nil {
 		problems = append([]string{"the primary " + out.currentPrimary + " has no pod"}, problems...)
 	}
@@ -154,6 +165,9 @@ func setReplicationStatus(status *dbv1.DatabaseStatus, obs observation) {
 	status.Term = max(status.Term, rep.term)
 	status.PrimaryTerm = max(status.PrimaryTerm, rep.primaryTerm)
 	status.Instances = rep.instances
+	if rep.serverVersion != "" {
+		status.ServerVersion = rep.serverVersion
+	}
 	if !rep.replicated {
 		meta.RemoveStatusCondition(&status.Conditions, dbv1.ConditionReplicationReady)
 	} else {

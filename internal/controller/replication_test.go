@@ -53,6 +53,8 @@ type fakeServer struct {
 	// backlog before pg_promote returns).
 	promoteTakes time.Duration
 	promotedAt   time.Time
+	// version is the server version the agent reports.
+	version string
 }
 
 // fakeAgents are the agents of a test, by pod IP.
@@ -148,7 +150,7 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
-		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term}
+		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version}
 	switch {
 	case s.streaming:
 		st.LastStreamedSecondsAgo = ptr.To(0.0)
@@ -202,9 +204,9 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	}
 	// Ordinal 0 initialized itself and runs as primary; the others wait
 	// for a spec.
-	f.agents.servers[f.ip(0)] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, lsn: 0x3000000, heldTerm: -1}
+	f.agents.servers[f.ip(0)] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, lsn: 0x3000000, heldTerm: -1, version: "17.6"}
 	for i := 1; i < 3; i++ {
-		f.agents.servers[f.ip(i)] = &fakeServer{answers: true, phase: instance.PhaseRunning, inRecovery: true, timeline: 1, lsn: 0x3000000, heldTerm: -1}
+		f.agents.servers[f.ip(i)] = &fakeServer{answers: true, phase: instance.PhaseRunning, inRecovery: true, timeline: 1, lsn: 0x3000000, heldTerm: -1, version: "17.6"}
 	}
 	return f
 }

@@ -124,6 +124,22 @@ func TestConditions(t *testing.T) {
 			reason: dbv1.ReasonUnschedulable, phase: dbv1.PhaseFailed, messageWants: "0/3 nodes are available",
 		},
 		{
+			name: "a server of another major version than spec.version stalls, naming the pod, though every replica is ready",
+			obs: observation{generation: 2, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(2, 2, 1, 1, 1, "b", "b")},
+				replication: replicationObservation{versionMismatch: &problem{dbv1.ReasonVersionMismatch, "pod orders-0 runs postgres 15.20, not 17 (spec.version)"}}},
+			previous: dbv1.PhaseReady,
+			ready:    metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonVersionMismatch, phase: dbv1.PhaseFailed, messageWants: "pod orders-0 runs postgres 15.20, not 17",
+		},
+		{
+			name: "a crash-looping pod is reported before a version mismatch",
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{live: statefulSet(1, 1, 1, 1, 0, "a", "a")},
+				pods:        []corev1.Pod{waitingPod("orders-0", "CrashLoopBackOff")},
+				replication: replicationObservation{versionMismatch: &problem{dbv1.ReasonVersionMismatch, "pod orders-0 runs postgres 15.20"}}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonCrashLooping, phase: dbv1.PhaseFailed, messageWants: "CrashLoopBackOff",
+		},
+		{
 			name:  "an invalid spec stalls with the validation message",
 			obs:   observation{generation: 3, replicas: 1, invalid: errors.New("spec.version: Unsupported value: \"12\"")},
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
