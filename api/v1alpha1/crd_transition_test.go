@@ -25,8 +25,10 @@ func testTransitionRules(t *testing.T, c client.Client) {
 	tests := []struct {
 		name   string
 		stored dbv1.DatabaseSpec
-		change func(*dbv1.DatabaseSpec)
-		want   string // the error, "" when the change is allowed
+		// running is status.serverVersion, written before the change.
+		running string
+		change  func(*dbv1.DatabaseSpec)
+		want    string // the error, "" when the change is allowed
 	}{
 		{
 			name:   "the engine is immutable",
@@ -118,6 +120,31 @@ func testTransitionRules(t *testing.T, c client.Client) {
 				"create a new Database with the older version and restore a backup into it",
 		},
 		{
+			name:    "the postgres version may go down to the one its primary runs, to say what the data is",
+			stored:  dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "17"},
+			running: "15.20",
+			change:  func(s *dbv1.DatabaseSpec) { s.Version = "15" },
+		},
+		{
+			name:    "an unset postgres version is 17, and may go down to the one its primary runs",
+			running: "16.4",
+			change:  func(s *dbv1.DatabaseSpec) { s.Version = "16" },
+		},
+		{
+			name:    "the postgres version may go up to the one its primary runs",
+			stored:  dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "16"},
+			running: "17.2",
+			change:  func(s *dbv1.DatabaseSpec) { s.Version = "17" },
+		},
+		{
+			name:    "but not to another version than its primary runs",
+			stored:  dbv1.DatabaseSpec{Engine: dbv1.EnginePostgres, Version: "17"},
+			running: "15.20",
+			change:  func(s *dbv1.DatabaseSpec) { s.Version = "16" },
+			want: "spec.version: Forbidden: may not be decreased: the engine cannot open a data directory of a newer version; " +
+				"create a new Database with the older version and restore a backup into it",
+		},
+		{
 			name:   "mysql may upgrade in place",
 			stored: dbv1.DatabaseSpec{Engine: dbv1.EngineMySQL, Version: "8.0"},
 			change: func(s *dbv1.DatabaseSpec) { s.Version = "8.4" },
@@ -145,6 +172,12 @@ func testTransitionRules(t *testing.T, c client.Client) {
 			db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("transition-%d", i), Namespace: "default"}, Spec: tt.stored}
 			if err := c.Create(ctx, db); err != nil {
 				t.Fatal(err)
+			}
+			if tt.running != "" {
+				db.Status.ServerVersion = tt.running
+				if err := c.Status().Update(ctx, db); err != nil {
+					t.Fatal(err)
+				}
 			}
 			tt.change(&db.Spec)
 			err := c.Update(ctx, db)

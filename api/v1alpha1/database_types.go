@@ -70,7 +70,8 @@ type StorageSpec struct {
 // DatabaseSpec is the desired state of a Database.
 //
 // The transition rules below hold the changes dbkeeper refuses where its
-// webhooks are not installed. A field left unset counts as its default
+// webhooks are not installed; the version's stand on Database, since they
+// read the status. A field left unset counts as its default
 // (engine postgres, version 17 for postgres and 8.4 for mysql,
 // databaseName and username app, storage size 1Gi), as the webhooks and
 // the reconciler default it; TestCRDTransitionRulesMatchTheDefaults keeps
@@ -84,8 +85,6 @@ type StorageSpec struct {
 // bound them.
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') == (has(oldSelf.engine) ? oldSelf.engine : 'postgres')",messageExpression=`'field is immutable (was ' + (has(oldSelf.engine) ? oldSelf.engine : 'postgres') + '): create a new Database with the other engine and migrate the data'`,fieldPath=".engine",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') != (has(oldSelf.engine) ? oldSelf.engine : 'postgres') || semver(has(self.version) ? self.version : ((has(self.engine) ? self.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true).compareTo(semver(has(oldSelf.version) ? oldSelf.version : ((has(oldSelf.engine) ? oldSelf.engine : 'postgres') == 'mysql' ? '8.4' : '17'), true)) >= 0",message="may not be decreased: the engine cannot open a data directory of a newer version; create a new Database with the older version and restore a backup into it",fieldPath=".version",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule="(has(self.engine) ? self.engine : 'postgres') != 'postgres' || (has(oldSelf.engine) ? oldSelf.engine : 'postgres') != 'postgres' || semver(has(self.version) ? self.version : '17', true).compareTo(semver(has(oldSelf.version) ? oldSelf.version : '17', true)) <= 0",message="may not change to a newer major version: postgres cannot upgrade a data directory in place; create a new Database with the new version and migrate the data with pg_dump and pg_restore, or pg_upgrade",fieldPath=".version",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.databaseName) ? self.databaseName : 'app') == (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.databaseName) ? oldSelf.databaseName : 'app') + '")'`,fieldPath=".databaseName",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="(has(self.username) ? self.username : 'app') == (has(oldSelf.username) ? oldSelf.username : 'app')",messageExpression=`'field is immutable (was "' + (has(oldSelf.username) ? oldSelf.username : 'app') + '")'`,fieldPath=".username",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.storageClassName) || size(oldSelf.storage.storageClassName) == 0 || (has(self.storage) && has(self.storage.storageClassName) && self.storage.storageClassName == oldSelf.storage.storageClassName)",messageExpression=`'field is immutable once set (was "' + oldSelf.storage.storageClassName + '")'`,fieldPath=".storage.storageClassName",reason=FieldValueForbidden
@@ -107,7 +106,9 @@ type DatabaseSpec struct {
 	// version is the engine's major version, one of the engine catalog's
 	// supported versions (postgres: 14, 15, 16, 17, 18; mysql: 8.0, 8.4).
 	// Defaults to the catalog's default for the engine (postgres 17, mysql
-	// 8.4). It may not go down; postgres may not change major version in place.
+	// 8.4). It may not go down; postgres may not change major version in
+	// place. Either may change to the major version its servers run
+	// (status.serverVersion): that says what the data directory is.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
@@ -373,6 +374,14 @@ type InstanceStatus struct {
 // Database is a PostgreSQL or MySQL server run by dbkeeper as a StatefulSet
 // with its Services and a credentials Secret.
 //
+// The version's transition rules stand here, not on DatabaseSpec, because
+// they read the status: spec.version may not go down, nor change at all for
+// postgres, except to the major version the primary's server runs
+// (status.serverVersion), which says what the data directory already is.
+// The webhooks require every server to run it (status.instances too).
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') != (has(oldSelf.spec) && has(oldSelf.spec.engine) ? oldSelf.spec.engine : 'postgres') || semver((has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')), true).compareTo(semver((has(oldSelf.spec) && has(oldSelf.spec.version) ? oldSelf.spec.version : ((has(oldSelf.spec) && has(oldSelf.spec.engine) ? oldSelf.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')), true)) >= 0 || (has(oldSelf.status) && has(oldSelf.status.serverVersion) && (oldSelf.status.serverVersion == (has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')) || oldSelf.status.serverVersion.startsWith((has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')) + '.')))",message="may not be decreased: the engine cannot open a data directory of a newer version; create a new Database with the older version and restore a backup into it",fieldPath=".spec.version",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="(has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') != 'postgres' || (has(oldSelf.spec) && has(oldSelf.spec.engine) ? oldSelf.spec.engine : 'postgres') != 'postgres' || semver((has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')), true).compareTo(semver((has(oldSelf.spec) && has(oldSelf.spec.version) ? oldSelf.spec.version : ((has(oldSelf.spec) && has(oldSelf.spec.engine) ? oldSelf.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')), true)) <= 0 || (has(oldSelf.status) && has(oldSelf.status.serverVersion) && (oldSelf.status.serverVersion == (has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')) || oldSelf.status.serverVersion.startsWith((has(self.spec) && has(self.spec.version) ? self.spec.version : ((has(self.spec) && has(self.spec.engine) ? self.spec.engine : 'postgres') == 'mysql' ? '8.4' : '17')) + '.')))",message="may not change to a newer major version: postgres cannot upgrade a data directory in place; create a new Database with the new version and migrate the data with pg_dump and pg_restore, or pg_upgrade",fieldPath=".spec.version",reason=FieldValueForbidden
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=db,categories=dbkeeper

@@ -40,9 +40,9 @@ func versionMismatches(db *dbv1.Database, running []runningVersion) []runningVer
 }
 
 // versionProblem returns the Stalled problem of the servers that run
-// another major version than spec.version: each pod with its version, and
-// what a human can do. nil when there is none.
-func versionProblem(db *dbv1.Database, mismatches []runningVersion) *problem {
+// another major version than spec.version (mismatches, of running): each
+// pod with its version, and what a human can do. nil when there is none.
+func versionProblem(db *dbv1.Database, running, mismatches []runningVersion) *problem {
 	if len(mismatches) == 0 {
 		return nil
 	}
@@ -51,11 +51,24 @@ func versionProblem(db *dbv1.Database, mismatches []runningVersion) *problem {
 	for _, m := range mismatches {
 		pods = append(pods, fmt.Sprintf("pod %s runs %s %s", m.pod, engine, m.version))
 	}
-	return &problem{dbv1.ReasonVersionMismatch, fmt.Sprintf(
-		"%s, not %s (spec.version): the image is of another version than the Database says. "+
-			"Its data directory is of the version the server runs, which a %s %s server cannot open, so an image of %s %s would not start on it: "+
-			"to run %s %s, create a new Database of that version and migrate the data with pg_dump and pg_restore, or pg_upgrade",
-		strings.Join(pods, "; "), db.Spec.Version, engine, db.Spec.Version, engine, db.Spec.Version, engine, db.Spec.Version)}
+	message := fmt.Sprintf("%s, not %s (spec.version): the image is of another version than the Database says. "+
+		"A server runs only on a data directory of its own major version, so an image of %s %s would not start on this one",
+		strings.Join(pods, "; "), db.Spec.Version, engine, db.Spec.Version)
+	// spec.version may change to the major version every server runs
+	// (the admission rules allow it).
+	if info, ok := catalog.LookupEngine(engine); ok {
+		major, uniform := info.MajorVersion(running[0].version)
+		for _, r := range running[1:] {
+			m, ok := info.MajorVersion(r.version)
+			uniform = uniform && ok && m == major
+		}
+		if _, supported := info.LookupVersion(major); uniform && supported {
+			message += fmt.Sprintf(": to keep the data on %s %s, set spec.version to %s, which says what it is", engine, major, major)
+		}
+	}
+	return &problem{dbv1.ReasonVersionMismatch, message + fmt.Sprintf(
+		"; to run %s %s, create a new Database of that version and migrate the data with pg_dump and pg_restore, or pg_upgrade",
+		engine, db.Spec.Version)}
 }
 
 // reportVersions sets the VersionMismatch problem of the servers db keeps
@@ -63,7 +76,7 @@ func versionProblem(db *dbv1.Database, mismatches []runningVersion) *problem {
 // version than spec.version, once while it does.
 func (r *DatabaseReconciler) reportVersions(db *dbv1.Database, out *replicationObservation, running []runningVersion) {
 	mismatches := versionMismatches(db, running)
-	out.versionMismatch = versionProblem(db, mismatches)
+	out.versionMismatch = versionProblem(db, running, mismatches)
 	for _, m := range r.notices.mismatched(client.ObjectKeyFromObject(db), mismatches) {
 		r.Recorder.Eventf(db, nil, corev1.EventTypeWarning, dbv1.ReasonVersionMismatch, "ObserveServer",
 			"pod %s runs %s %s, not %s (spec.version): see the Stalled condition for the fix", m.pod, db.Spec.Engine, m.version, db.Spec.Version)

@@ -54,20 +54,32 @@ func TestVersionMismatches(t *testing.T) {
 
 func TestVersionProblemNamesEachPodItsVersionAndTheFix(t *testing.T) {
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithVersion("17")))
-	if p := versionProblem(db, nil); p != nil {
+	running := []runningVersion{{"orders-0", "15.20"}, {"orders-1", "15.19"}}
+	if p := versionProblem(db, running, nil); p != nil {
 		t.Errorf("no mismatch is a problem: %+v", p)
 	}
-	p := versionProblem(db, []runningVersion{{"orders-0", "15.20"}, {"orders-2", "15.20"}})
+	p := versionProblem(db, running, versionMismatches(db, running))
 	if p == nil || p.reason != dbv1.ReasonVersionMismatch {
 		t.Fatalf("problem = %+v, want reason %s", p, dbv1.ReasonVersionMismatch)
 	}
-	for _, want := range []string{
-		"pod orders-0 runs postgres 15.20; pod orders-2 runs postgres 15.20, not 17 (spec.version)",
-		"a postgres 17 server cannot open",
-		"create a new Database of that version and migrate the data with pg_dump and pg_restore, or pg_upgrade",
+	const want = "pod orders-0 runs postgres 15.20; pod orders-1 runs postgres 15.19, not 17 (spec.version): " +
+		"the image is of another version than the Database says. " +
+		"A server runs only on a data directory of its own major version, so an image of postgres 17 would not start on this one: " +
+		"to keep the data on postgres 15, set spec.version to 15, which says what it is; " +
+		"to run postgres 17, create a new Database of that version and migrate the data with pg_dump and pg_restore, or pg_upgrade"
+	if p.message != want {
+		t.Errorf("message:\n got  %s\n want %s", p.message, want)
+	}
+
+	// spec.version cannot say what the data is while the servers run
+	// different major versions, nor when the catalog lacks theirs.
+	for _, running := range [][]runningVersion{
+		{{"orders-0", "15.20"}, {"orders-1", "17.6"}},
+		{{"orders-0", "13.22"}},
 	} {
-		if !strings.Contains(p.message, want) {
-			t.Errorf("message %q does not say %q", p.message, want)
+		p := versionProblem(db, running, versionMismatches(db, running))
+		if p == nil || strings.Contains(p.message, "set spec.version") || !strings.Contains(p.message, "create a new Database") {
+			t.Errorf("problem of %v = %+v, want one that does not suggest setting spec.version", running, p)
 		}
 	}
 }

@@ -13,13 +13,21 @@ import (
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in
-// the CRD `make manifests` generates, keyed by their fieldPath.
+// the CRD `make manifests` generates, keyed by their fieldPath below spec:
+// those on the spec, and those on the Database about a field of its spec
+// (the version's, which read the status).
 func crdSpecRules(t *testing.T) map[string][]apiextensionsv1.ValidationRule {
 	t.Helper()
 	crd := testenv.GeneratedCRD(t)
+	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
 	specRules := map[string][]apiextensionsv1.ValidationRule{}
-	for _, r := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].XValidations {
+	for _, r := range schema.Properties["spec"].XValidations {
 		specRules[r.FieldPath] = append(specRules[r.FieldPath], r)
+	}
+	for _, r := range schema.XValidations {
+		if path, ok := strings.CutPrefix(r.FieldPath, ".spec"); ok {
+			specRules[path] = append(specRules[path], r)
+		}
 	}
 	return specRules
 }

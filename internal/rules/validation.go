@@ -71,7 +71,9 @@ func (r Rules) ValidateCreate(db *dbv1.Database) ([]string, field.ErrorList) {
 // refused for the difference. Besides the rules of Validate, engine,
 // databaseName, username and a set storageClassName are immutable, the
 // storage size may not shrink and the version may not go down (nor change
-// at all where the engine cannot upgrade in place).
+// at all where the engine cannot upgrade in place), except to the major
+// version every server of oldDB runs (status.serverVersion): the change
+// then says what the data directory already is.
 //
 // An update that leaves the spec as it is (metadata, finalizers, a Database
 // being deleted) is always allowed, so that a Database which a later rule
@@ -83,7 +85,7 @@ func (r Rules) ValidateUpdate(oldDB, newDB *dbv1.Database) ([]string, field.Erro
 		return nil, nil
 	}
 	errs := r.Validate(newDB)
-	validateTransition(&oldDB.Spec, &newDB.Spec, &errs)
+	validateTransition(&oldDB.Spec, &newDB.Spec, runningVersions(&oldDB.Status), &errs)
 	warnings := r.stateWarnings(oldDB, newDB)
 	if len(errs) == 0 {
 		warnings = appendRestartWarning(warnings, oldDB, newDB)

@@ -495,6 +495,33 @@ func TestValidateUpdate(t *testing.T) {
 			want: []fieldError{forbidden("spec.version")}, detail: "pg_dump",
 		},
 		{
+			name: "a postgres version going down to the one every server runs, to say what the data is",
+			old:  valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithServerVersion("15.20", "orders-0", "orders-1")),
+			new:  valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithVersion("15")),
+		},
+		{
+			name: "a postgres version going up to the one every server runs",
+			old:  valid(fixture.WithVersion("16"), fixture.WithImage("registry.example/pg:prod"), fixture.WithServerVersion("17.2")),
+			new:  valid(fixture.WithImage("registry.example/pg:prod")),
+		},
+		{
+			name: "not while a server runs another version",
+			old: valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithServerVersion("15.20", "orders-0"),
+				func(db *dbv1.Database) {
+					db.Status.Instances = append(db.Status.Instances, dbv1.InstanceStatus{Name: "orders-1", ServerVersion: "17.6"})
+				}),
+			new:  valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithVersion("15")),
+			want: []fieldError{forbidden("spec.version")}, detail: "may not be decreased (from 17 to 15)",
+		},
+		{
+			name: "not to another version than the servers run, and the error says which they run",
+			old:  valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithServerVersion("15.20", "orders-0")),
+			new:  valid(fixture.WithImage("dbkeeper.local/postgres:15.20"), fixture.WithVersion("16")),
+			want: []fieldError{forbidden("spec.version")},
+			detail: "may not be decreased (from 17 to 16): postgres cannot open a data directory of a newer version; create a new Database with version 16 and restore a backup into it. " +
+				"The servers run postgres 15.20 (status.serverVersion): spec.version may change to 15, to say what its data directory is",
+		},
+		{
 			name: "a mysql major version downgrade",
 			old:  validMySQL(), new: fixture.Defaulted(fixture.Database("orders", fixture.WithEngine("mysql"), fixture.WithVersion("8.0"))),
 			want: []fieldError{forbidden("spec.version")}, detail: "may not be decreased (from 8.4 to 8.0)",
