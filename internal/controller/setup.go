@@ -23,11 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -66,7 +64,6 @@ type DatabaseReconciler struct {
 	// so that it is reported once.
 	notices replicationNotices
 	// versions asks single servers' agents which version they run.
-	versions versionProbes
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
 	// verified are the resourceVersions at which children were last found
@@ -151,10 +148,6 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 			return fmt.Errorf("the manager's scheme lacks a child kind: %w", err)
 		}
 	}
-	r.versions.events = make(chan event.GenericEvent, 64)
-	if err := mgr.Add(&r.versions); err != nil {
-		return fmt.Errorf("adding the server version probes: %w", err)
-	}
 	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetCache()}); err != nil {
 		var already prometheus.AlreadyRegisteredError
 		if !errors.As(err, &already) {
@@ -177,8 +170,6 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		// A pod's progress shows in the StatefulSet's status, which is
 		// watched; the pods themselves only for the problems that do not.
 		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).
-		// A single server's agent answered which version it runs.
-		WatchesRawSource(source.Channel(r.versions.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.BackoffBase, opts.BackoffMax),
