@@ -61,6 +61,19 @@ func (s *suite) testReplication(t *testing.T) {
 	took := s.waitReady(name, 6*time.Minute)
 	t.Logf("3-replica postgres: apply to Ready in %.1fs", took.Seconds())
 	s.checkRoles(t, name+"-0")
+	// Each server reports the version the image's tag says it runs.
+	want := image[strings.LastIndexByte(image, ':')+1:]
+	testenv.Eventually(t, 30*time.Second, "each server's version in the status", func() string {
+		db := s.database(t, name)
+		ok := db.Status.ServerVersion == want && len(db.Status.Instances) == 3
+		for _, in := range db.Status.Instances {
+			ok = ok && in.ServerVersion == want
+		}
+		if !ok {
+			return fmt.Sprintf("serverVersion %q, instances %+v; want %s everywhere", db.Status.ServerVersion, db.Status.Instances, want)
+		}
+		return ""
+	})
 
 	rw, ro := s.pgTarget(name, name), s.pgTarget(name, name+"-ro")
 	rw.exec(t, "CREATE TABLE ledger (n int PRIMARY KEY, at timestamptz DEFAULT now())")
