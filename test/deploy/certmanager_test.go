@@ -208,13 +208,14 @@ func serial(data []byte) string {
 }
 
 // served dials the webhook server, verifying it against caBundle as the API
-// server does, and returns the serial of the certificate it serves.
-func served(addr string, caBundle []byte) (string, error) {
+// server does (for serverName, or addr's host if empty), and returns the
+// serial of the certificate it serves.
+func served(addr, serverName string, caBundle []byte) (string, error) {
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caBundle) {
 		return "", fmt.Errorf("the caBundle holds no certificate")
 	}
-	dialer := &tls.Dialer{Config: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	dialer := &tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	conn, err := dialer.DialContext(ctx, "tcp", addr)
@@ -223,6 +224,53 @@ func served(addr string, caBundle []byte) (string, error) {
 	}
 	defer conn.Close()
 	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.Text(16), nil
+}
+
+// reissue deletes the Secret of the webhook serving certificate, waits for
+// cert-manager to issue a certificate with another serial into it, and then
+// for serve to return that serial: the webhook server reloaded it. It
+// returns the new serial, when the Secret was deleted, and how long the
+// reissue took. TestCertManager and TestInCluster share it.
+func reissue(t testing.TB, kubectl func(...string) (string, error), eventually func(testing.TB, time.Duration, string, func() string) time.Duration,
+	namespace, secret string, serve func() (string, error)) (newSerial string, deleted time.Time, reissued time.Duration) {
+	t.Helper()
+	tlsSerial := func() (string, error) {
+		out, err := kubectl("get", "secret", "-n", namespace, secret, "-o", `jsonpath={.data.tls\.crt}`)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s", err, out)
+		}
+		crt, err := base64.StdEncoding.DecodeString(out)
+		return serial(crt), err
+	}
+	oldSerial, err := tlsSerial()
+	if err != nil || oldSerial == "" {
+		t.Fatalf("Secret %s/%s holds no certificate (%v)", namespace, secret, err)
+	}
+	deleted = time.Now()
+	if out, err := kubectl("delete", "secret", "-n", namespace, secret); err != nil {
+		t.Fatalf("deleting Secret %s/%s: %v\n%s", namespace, secret, err, out)
+	}
+	reissued = eventually(t, 60*time.Second, "cert-manager to reissue the certificate", func() string {
+		s, err := tlsSerial()
+		if err != nil {
+			return err.Error()
+		}
+		if newSerial = s; s == "" || s == oldSerial {
+			return "not reissued yet"
+		}
+		return ""
+	})
+	eventually(t, 120*time.Second, "the webhook server to serve the reissued certificate", func() string {
+		got, err := serve()
+		if err != nil {
+			return err.Error()
+		}
+		if got != newSerial {
+			return "serving serial " + got
+		}
+		return ""
+	})
+	return newSerial, deleted, reissued
 }
 
 // impersonatingKubeconfig writes a copy of the admin kubeconfig that acts as
@@ -452,7 +500,7 @@ func TestCertManager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := served(webhookAddr, caBundle)
+		got, err := served(webhookAddr, "", caBundle)
 		if err != nil {
 			t.Fatalf("the webhook server's certificate does not verify against the injected caBundle: %v", err)
 		}
@@ -485,36 +533,10 @@ func TestCertManager(t *testing.T) {
 	})
 
 	t.Run("a reissued certificate is served without a restart and admission keeps working", func(t *testing.T) {
-		old, err := e.secret(certNS, certSecret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		oldSerial := serial(old.Data[corev1.TLSCertKey])
 		pid := e.manager.PID()
 		probe := e.probeAdmission(invalid)
-
-		start := time.Now()
-		e.mustKubectl(t, "delete", "secret", "-n", certNS, certSecret)
-		var newSerial string
-		reissued := e.eventually(t, 60*time.Second, "cert-manager to reissue the certificate", func() string {
-			secret, err := e.secret(certNS, certSecret)
-			if err != nil {
-				return err.Error()
-			}
-			if newSerial = serial(secret.Data[corev1.TLSCertKey]); newSerial == "" || newSerial == oldSerial {
-				return "not reissued yet"
-			}
-			return ""
-		})
-		e.eventually(t, 60*time.Second, "the manager to serve the reissued certificate", func() string {
-			got, err := served(webhookAddr, caBundle)
-			if err != nil {
-				return err.Error()
-			}
-			if got != newSerial {
-				return "serving serial " + got
-			}
-			return ""
+		newSerial, start, reissued := reissue(t, e.kubectl, e.eventually, certNS, certSecret, func() (string, error) {
+			return served(webhookAddr, "", caBundle)
 		})
 		total := time.Since(start)
 		time.Sleep(time.Second) // and admission with the new certificate

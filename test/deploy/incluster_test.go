@@ -2,11 +2,15 @@ package deploy
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +27,8 @@ const (
 	managerDeploy   = "dbkeeper-controller-manager"
 	managerSA       = "dbkeeper-controller-manager"
 	leaderLease     = "dbkeeper.dbkeeper.io"
+	webhookService  = "dbkeeper-webhook-service"
+	validatingHooks = "dbkeeper-validating-webhook-configuration"
 )
 
 // inCluster is devcluster with a real node, cert-manager's controller and
@@ -87,8 +93,8 @@ func TestInCluster(t *testing.T) {
 
 	e.kubectl(t, "create", "namespace", "shop")
 	t.Run("through the in-cluster webhooks, kubectl gets the field errors of an invalid Database", func(t *testing.T) {
-		if hooks := e.kubectl(t, "get", "validatingwebhookconfiguration", "dbkeeper-validating-webhook-configuration", "-o", "jsonpath={.webhooks[*].clientConfig.service.name}"); hooks != "dbkeeper-webhook-service" {
-			t.Errorf("the validating webhook calls service %q, want dbkeeper-webhook-service", hooks)
+		if hooks := e.kubectl(t, "get", "validatingwebhookconfiguration", validatingHooks, "-o", "jsonpath={.webhooks[*].clientConfig.service.name}"); hooks != webhookService {
+			t.Errorf("the validating webhook calls service %q, want %s", hooks, webhookService)
 		}
 		out, err := e.try("apply", "-n", "shop", "-f", filepath.Join(e.root, "config", "samples", "invalid", "many-errors.yaml"))
 		refusedByDBKeeper(t, out, err)
@@ -103,11 +109,14 @@ func TestInCluster(t *testing.T) {
 	if pgImage == "" {
 		t.Fatal("no dbkeeper.local/postgres:17 image in images.txt: run `make engine-images`")
 	}
-	manifest := e.write(t, "orders.yaml", `apiVersion: dbkeeper.io/v1alpha1
+	orders := func(labels string) string {
+		return `apiVersion: dbkeeper.io/v1alpha1
 kind: Database
-metadata: {name: orders, namespace: shop}
-spec: {engine: postgres, version: "17", image: `+pgImage+`, storage: {size: 1Gi}, deletionPolicy: Delete}
-`)
+metadata: {name: orders, namespace: shop, labels: {` + labels + `}}
+spec: {engine: postgres, version: "17", image: ` + pgImage + `, storage: {size: 1Gi}, deletionPolicy: Delete}
+`
+	}
+	manifest := e.write(t, "orders.yaml", orders(""))
 
 	t.Run("a valid postgres Database becomes Ready although the leader is deleted mid-reconcile", func(t *testing.T) {
 		start := time.Now()
@@ -152,6 +161,60 @@ spec: {engine: postgres, version: "17", image: `+pgImage+`, storage: {size: 1Gi}
 			if strings.Contains(line, "is forbidden") {
 				t.Errorf("the new leader was denied: %s", line)
 			}
+		}
+	})
+
+	t.Run("cert-manager's reissued certificate is served by both replicas without a restart and a Database apply goes through the webhooks", func(t *testing.T) {
+		e.kubectl(t, "-n", systemNamespace, "rollout", "status", "deployment/"+managerDeploy, "--timeout=120s")
+		restarts := func() string {
+			pods := e.managerPods(t)
+			for i, pod := range pods {
+				pods[i] = pod + " restarts " + e.kubectl(t, "-n", systemNamespace, "get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
+			}
+			return strings.Join(pods, ", ")
+		}
+		before := restarts()
+		// The CA the API server verifies the webhooks with.
+		caBundle, err := base64.StdEncoding.DecodeString(e.kubectl(t, "get", "validatingwebhookconfiguration", validatingHooks, "-o", "jsonpath={.webhooks[0].clientConfig.caBundle}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The serial every Ready endpoint of the Service serves, dialled
+		// directly: through the ClusterIP a connection lands on either.
+		serve := func() (string, error) {
+			out, err := e.try("-n", systemNamespace, "get", "endpointslices", "-l", "kubernetes.io/service-name="+webhookService, "-o",
+				`jsonpath={range .items[*].endpoints[?(@.conditions.ready==true)]}{.addresses[0]} {end}`)
+			if err != nil {
+				return "", fmt.Errorf("%w: %s", err, out)
+			}
+			ips, got := strings.Fields(out), ""
+			if len(ips) != 2 {
+				return "", fmt.Errorf("the Service has Ready endpoints %v, want the 2 replicas", ips)
+			}
+			for _, ip := range ips {
+				s, err := served(net.JoinHostPort(ip, strconv.Itoa(defaultWebhookPort)), webhookService+"."+systemNamespace+".svc", caBundle)
+				if err != nil {
+					return "", fmt.Errorf("endpoint %s: %w", ip, err)
+				}
+				if got != "" && s != got {
+					return "", fmt.Errorf("endpoint %s serves serial %s, the other %s", ip, s, got)
+				}
+				got = s
+			}
+			return got, nil
+		}
+		cert := render(t, "config/default").servingCertificate(t)
+		newSerial, deleted, reissued := reissue(t, e.try, e.eventually, cert.GetNamespace(), str(cert.Object, "spec", "secretName"), serve)
+		t.Logf("Secret deleted → reissued (serial %s) in %s → served by both replicas after %s in all",
+			newSerial, reissued.Round(time.Millisecond), time.Since(deleted).Round(time.Millisecond))
+		if after := restarts(); after != before {
+			t.Errorf("the manager pods were %s before the rotation and %s after: the certificate must be reloaded in place", before, after)
+		}
+		out, err := e.try("apply", "-n", "shop", "-f", filepath.Join(e.root, "config", "samples", "invalid", "many-errors.yaml"))
+		refusedByDBKeeper(t, out, err)
+		// An update, as a user applies it: both webhooks are called.
+		if out := e.kubectl(t, "apply", "-f", e.write(t, "orders.yaml", orders(`rotated: "true"`))); !strings.Contains(out, "database.dbkeeper.io/orders configured") {
+			t.Errorf("kubectl apply of the labelled Database printed:\n%s", out)
 		}
 	})
 
