@@ -44,9 +44,16 @@ func (run *replicationRun) steady(ctx context.Context) {
 }
 
 // primarySpec is the spec of the primary p: a slot for every other ordinal
-// the StatefulSet keeps, and a lease when it has standbys.
+// the StatefulSet keeps or whose pod is still there, and a lease when it
+// has standbys. A standby being scaled away keeps its slot, and so streams
+// and stays ready, until its pod is gone: the StatefulSet scales down
+// only while its condemned pods are ready (OrderedReady), and a standby
+// whose slot was dropped first would never be.
 func (run *replicationRun) primarySpec(p *member) instance.Spec {
 	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), p.ordinal+1)
+	for _, m := range run.members {
+		replicas = max(replicas, m.ordinal+1)
+	}
 	spec := instance.Spec{Role: instance.RolePrimary, Term: run.term(), PromoteAbove: run.highestTimeline()}
 	for i := range replicas {
 		if i != p.ordinal {

@@ -529,6 +529,28 @@ func TestReplicationScaleDownMovesThePrimaryFirst(t *testing.T) {
 		c := meta.FindStatusCondition(f.db.Status.Conditions, dbv1.ConditionSwitchingOver)
 		t.Fatalf("scaling to 1 left the primary on %s: %+v", f.db.Status.CurrentPrimary, c)
 	}
+	// The standbys scaled away keep their slots, and so stay ready, until
+	// their pods are gone: the StatefulSet removes only ready pods, from
+	// the highest ordinal down.
+	primary := f.agents.servers[f.ip(0)]
+	if got := fmt.Sprint(primary.spec.Slots); got != "[dbkeeper_standby_1 dbkeeper_standby_2]" {
+		t.Errorf("primary's slots while orders-1 and orders-2 are still there: %s", got)
+	}
+	for _, ordinal := range []int{2, 1} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: f.db.Namespace, Name: f.db.Name + "-" + strconv.Itoa(ordinal)}}
+		if err := f.c.Delete(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		f.now = f.now.Add(time.Second)
+		f.reconcile()
+		want := map[int]string{2: "[dbkeeper_standby_1]", 1: "[]"}[ordinal]
+		if got := fmt.Sprint(primary.spec.Slots); got != want {
+			t.Errorf("primary's slots once orders-%d is gone: %s, want %s", ordinal, got, want)
+		}
+	}
+	if primary.spec.LeaseSeconds != 0 {
+		t.Errorf("the primary without standbys keeps a lease of %ds", primary.spec.LeaseSeconds)
+	}
 }
 
 func TestRolloutPartition(t *testing.T) {
