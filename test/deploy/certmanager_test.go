@@ -90,14 +90,9 @@ func startCertEnv(t *testing.T) *certEnv {
 		t.Fatal(err)
 	}
 
-	crds := filepath.Join(assets, "crds")
-	e.mustKubectl(t, "apply", "--server-side", "-f", crds)
-	e.mustKubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
-	for _, name := range []string{certManagerCAInjector, certManagerController} {
-		logFile := filepath.Join(e.runDir, name+".log")
-		e.logTails = append(e.logTails, logFile)
-		e.procs = append(e.procs, startProcess(t, name, logFile, filepath.Join(assets, name), "--kubeconfig="+cluster.Kubeconfig, "-v=2"))
-	}
+	procs, logs := startCertManager(t, e.mustKubectl, assets, e.runDir, cluster.Kubeconfig)
+	e.procs = append(e.procs, procs...)
+	e.logTails = append(e.logTails, logs...)
 	return e
 }
 
@@ -123,21 +118,7 @@ func (e *certEnv) writeFile(t testing.TB, name string, data []byte) string {
 // eventually polls check until it returns "" and returns how long that took.
 func (e *certEnv) eventually(t testing.TB, timeout time.Duration, what string, check func() string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for time.Since(start) < timeout {
-		for _, p := range e.procs {
-			if err := exited(p); err != nil {
-				t.Fatalf("waiting for %s: %v", what, err)
-			}
-		}
-		if last = check(); last == "" {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-	return 0
+	return eventuallyWhileRunning(t, e.procs, 50*time.Millisecond, timeout, what, check)
 }
 
 func (e *certEnv) get(apiVersion, kind, namespace, name string) (*unstructured.Unstructured, error) {

@@ -301,12 +301,8 @@ func startInCluster(t *testing.T) *inCluster {
 		}
 	})
 	t.Logf("devcluster with a real node up in %s", time.Since(began).Round(100*time.Millisecond))
-	crds := filepath.Join(assets, "crds")
-	e.kubectl(t, "apply", "--server-side", "-f", crds)
-	e.kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
-	for _, name := range []string{certManagerCAInjector, certManagerController} {
-		e.procs = append(e.procs, startProcess(t, name, filepath.Join(runDir, name+".log"), filepath.Join(assets, name), "--kubeconfig="+cluster.Kubeconfig, "-v=2"))
-	}
+	procs, _ := startCertManager(t, e.kubectl, assets, runDir, cluster.Kubeconfig)
+	e.procs = append(e.procs, procs...)
 	return e
 }
 
@@ -396,21 +392,7 @@ func (e *inCluster) leader(t testing.TB) string {
 
 func (e *inCluster) eventually(t testing.TB, timeout time.Duration, what string, check func() string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for time.Since(start) < timeout {
-		for _, p := range e.procs {
-			if err := exited(p); err != nil {
-				t.Fatalf("waiting for %s: %v", what, err)
-			}
-		}
-		if last = check(); last == "" {
-			return time.Since(start)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-	return 0
+	return eventuallyWhileRunning(t, e.procs, 200*time.Millisecond, timeout, what, check)
 }
 
 // canI returns kubectl auth can-i's answer, yes or no, or all it printed:

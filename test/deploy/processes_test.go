@@ -93,6 +93,44 @@ func startProcess(t testing.TB, name, logFile, binary string, args ...string) *p
 	return p
 }
 
+// startCertManager installs cert-manager's CRDs with kubectl (the
+// cluster's) and starts its cainjector and controller against kubeconfig,
+// each logging to runDir/<name>.log, which it returns with the processes.
+func startCertManager(t testing.TB, kubectl func(t testing.TB, args ...string) string, assets, runDir, kubeconfig string) (procs []*process.Process, logs []string) {
+	t.Helper()
+	crds := filepath.Join(assets, "crds")
+	kubectl(t, "apply", "--server-side", "-f", crds)
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
+	for _, name := range []string{certManagerCAInjector, certManagerController} {
+		logFile := filepath.Join(runDir, name+".log")
+		logs = append(logs, logFile)
+		procs = append(procs, startProcess(t, name, logFile, filepath.Join(assets, name), "--kubeconfig="+kubeconfig, "-v=2"))
+	}
+	return procs, logs
+}
+
+// eventuallyWhileRunning polls check every interval until it returns ""
+// and returns how long that took; it fails the test at once when one of
+// procs exited, and after timeout with check's last answer.
+func eventuallyWhileRunning(t testing.TB, procs []*process.Process, interval, timeout time.Duration, what string, check func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for time.Since(start) < timeout {
+		for _, p := range procs {
+			if err := exited(p); err != nil {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+		}
+		if last = check(); last == "" {
+			return time.Since(start)
+		}
+		time.Sleep(interval)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+	return 0
+}
+
 // exited returns an error if the process has exited.
 func exited(p *process.Process) error {
 	if err := p.ExitErr(); err != nil {
