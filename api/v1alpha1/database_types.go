@@ -250,8 +250,7 @@ type DatabaseStatus struct {
 	// runs, as the server reports it (server_version, without a
 	// distribution's suffix), such as 17.10; while the server is down or
 	// its agent does not answer, the last version it was seen running.
-	// Empty until it was first seen, and for a single server (whose agent
-	// the operator does not ask) and mysql. spec.version is what
+	// Empty until it was first seen, and for mysql. spec.version is what
 	// the Database should run, this is what it does: a major version other
 	// than spec.version, on this or any pod (status.instances), makes the
 	// Database Stalled with reason VersionMismatch.

@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +58,7 @@ func main() {
 		backoffMax              time.Duration
 		imageRegistry           string
 		instanceImage           string
+		agentUnreachable        string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -93,6 +96,9 @@ func main() {
 		"Image of the instance agent (/dbkeeper-instance) that an init container installs in every postgres pod. "+
 			"Empty: the manager's own image when it runs in a pod (POD_NAME and POD_NAMESPACE set), else "+desired.DefaultInstanceImage+". "+
 			"Changing it restarts the postgres pods once, in their StatefulSet's rolling update.")
+	flag.StringVar(&agentUnreachable, "agent-unreachable-cidrs", "",
+		"Comma-separated pod address ranges whose instance agents are never called, e.g. the fake nodes' pods of a development cluster "+
+			"(devcluster sets it): their addresses are not on this machine. Empty: every pod's agent is called.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -100,6 +106,18 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
+	var unreachable []netip.Prefix
+	for s := range strings.SplitSeq(agentUnreachable, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			log.Error(err, "invalid --agent-unreachable-cidrs: need comma-separated CIDRs such as 10.244.0.0/16")
+			os.Exit(1)
+		}
+		unreachable = append(unreachable, p.Masked())
+	}
 	if backoffBase <= 0 || backoffMax < backoffBase {
 		log.Error(nil, "invalid backoff: need 0 < --backoff-base <= --backoff-max", "base", backoffBase, "max", backoffMax)
 		os.Exit(1)
@@ -180,6 +198,7 @@ func main() {
 		BackoffBase:             backoffBase,
 		BackoffMax:              backoffMax,
 		InstanceImage:           instanceImage,
+		AgentUnreachable:        unreachable,
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
 		os.Exit(1)

@@ -182,8 +182,9 @@ func runDBKeeper(ctx context.Context, cluster *devcluster.Cluster, webhookPort, 
 	return localrun.StartManager(ctx, localrun.ManagerOptions{
 		Binary: binary, Kubeconfig: cluster.Kubeconfig, CertDir: certDir,
 		WebhookPort: webhookPort, ProbePort: probePort, MetricsPort: metricsPort,
-		LogFile:       filepath.Join(cluster.RunDir, "dbkeeper.log"),
-		InstanceImage: cluster.InstanceImage(),
-		Output:        os.Stdout,
+		LogFile:          filepath.Join(cluster.RunDir, "dbkeeper.log"),
+		InstanceImage:    cluster.InstanceImage(),
+		AgentUnreachable: cluster.FakePodCIDR(),
+		Output:           os.Stdout,
 	})
 }

@@ -30,8 +30,9 @@
 //     human (the Stalled condition, the re-clone annotation), and the
 //     Warning Events for them and for WAL a re-clone discarded, each
 //     reported once.
-//   - server_version.go: the version each server of a replicated Database
-//     runs against spec.version (VersionMismatch).
+//   - server_version.go: the version each server runs against
+//     spec.version (VersionMismatch), and the background question to a
+//     single server's agent.
 //   - rollout.go: the rolling update's partition, so that the primary
 //     restarts last.
 //   - disruption.go: the PodDisruptionBudget of a replicated Database.

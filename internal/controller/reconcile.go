@@ -44,6 +44,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.status.forget(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
 			r.notices.forget(req.NamespacedName)
+			r.versions.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

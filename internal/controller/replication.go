@@ -153,7 +153,7 @@ func firstPod(db *dbv1.Database) string { return db.Name + "-0" }
 // start, which initializes itself as one: reporting it before the pod
 // exists spares a new Database a status write.
 func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) replicationObservation {
-	out := replicationObservation{currentPrimary: firstPod(s.spec)}
+	out := replicationObservation{currentPrimary: firstPod(s.spec), serverVersion: s.db.Status.ServerVersion}
 	for i := range s.obs.pods {
 		pod := &s.obs.pods[i]
 		if pod.Name != firstPod(s.spec) {
@@ -165,6 +165,10 @@ func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) repl
 				out.requeueAfter = leaseRenewPeriod
 			}
 		}
+		out.serverVersion = r.singleServerVersion(ctx, s, pod)
+	}
+	if out.serverVersion != "" {
+		r.reportVersions(s.spec, &out, []runningVersion{{pod: firstPod(s.spec), version: out.serverVersion}})
 	}
 	return out
 }

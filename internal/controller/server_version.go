@@ -1,14 +1,20 @@
 package controller
 
 import (
+	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
 // runningVersion is the server version one pod was last seen running.
@@ -75,4 +81,158 @@ func (r *DatabaseReconciler) reportVersions(db *dbv1.Database, out *replicationO
 		r.Recorder.Eventf(db, nil, corev1.EventTypeWarning, dbv1.ReasonVersionMismatch, "ObserveServer",
 			"pod %s runs %s %s, not %s (spec.version): see the Stalled condition for the fix", m.pod, db.Spec.Engine, m.version, db.Spec.Version)
 	}
+}
+
+// singleServerVersion returns the version the server of a single-server
+// Database runs: what its agent answered about the pod's current
+// container, or else the last version the status recorded. It asks the
+// agent in the background (versionProbes) when the answer is not known
+// yet, so that a reconcile never waits on an agent it does not drive.
+func (r *DatabaseReconciler) singleServerVersion(ctx context.Context, s *scope, pod *corev1.Pod) string {
+	last := s.db.Status.ServerVersion
+	container := serverContainer(pod, string(s.spec.Spec.Engine))
+	if container == "" {
+		return last
+	}
+	key := client.ObjectKeyFromObject(s.db)
+	version, ask := r.versions.known(key, container, r.now())
+	if ask {
+		if token, err := r.agentToken(ctx, s.db); err == nil {
+			ip := pod.Status.PodIP
+			r.versions.ask(key, container, r.now(), last, func(ctx context.Context) (*instance.Status, error) {
+				return r.Agents.Status(ctx, ip, token)
+			})
+		}
+	}
+	if version == "" {
+		return last
+	}
+	return version
+}
+
+// serverContainer identifies the running server container of a ready pod:
+// the pod, the container and its restart count, so that a new image or a
+// restart is asked about again. "" when the pod is not ready, or has no
+// IP or no running server container.
+func serverContainer(pod *corev1.Pod, name string) string {
+	if ready, _ := podReady(pod); !ready || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+		return ""
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == name && cs.State.Running != nil {
+			return string(pod.UID) + "/" + cs.ContainerID + "/" + strconv.Itoa(int(cs.RestartCount))
+		}
+	}
+	return ""
+}
+
+// versionProbeRetry is how long after an unanswered question about a
+// container its agent is asked again (at a reconcile: a failed probe
+// schedules none).
+const versionProbeRetry = time.Minute
+
+// versionProbes asks the agents of single-server Databases, in the
+// background and once per server container, which version their server
+// runs; replicated Databases' agents answer it at every reconcile. An
+// answer that differs from what the Database's status shows enqueues the
+// Database (events); a failure enqueues nothing. It asks only while the
+// manager runs it (Start), with events made (SetupWithManager).
+type versionProbes struct {
+	// events carries the Databases to reconcile after an answer.
+	events chan event.GenericEvent
+
+	mu sync.Mutex
+	// ctx is the manager's while it runs Start, nil otherwise.
+	ctx  context.Context
+	byDB map[client.ObjectKey]*versionProbe
+}
+
+// versionProbe is what was asked about one Database's server.
+type versionProbe struct {
+	// container is the server container asked about (serverContainer).
+	container string
+	// version is its agent's answer, "" until one came with a version.
+	version string
+	// asked is when the agent was last asked; asking is true until it
+	// answered or failed.
+	asked  time.Time
+	asking bool
+}
+
+// Start lets the probes ask until ctx ends (manager.Runnable).
+func (p *versionProbes) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	<-ctx.Done()
+	p.mu.Lock()
+	p.ctx = nil
+	p.mu.Unlock()
+	return nil
+}
+
+// known returns the version the agent answered about container, "" when
+// none, and whether to ask it now: a container not asked about yet, or one
+// whose agent gave no version more than versionProbeRetry ago, and no
+// question under way.
+func (p *versionProbes) known(key client.ObjectKey, container string, now time.Time) (version string, ask bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		return "", false
+	}
+	probe := p.byDB[key]
+	switch {
+	case probe == nil || probe.container != container:
+		return "", true
+	case probe.version != "":
+		return probe.version, false
+	}
+	return "", !probe.asking && now.Sub(probe.asked) >= versionProbeRetry
+}
+
+// ask asks about container in the background with status, bounded by
+// agentTimeout, and enqueues key when the answer's version is not shown,
+// what the Database's status shows.
+func (p *versionProbes) ask(key client.ObjectKey, container string, now time.Time, shown string, status func(context.Context) (*instance.Status, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil || p.events == nil {
+		return
+	}
+	if p.byDB == nil {
+		p.byDB = map[client.ObjectKey]*versionProbe{}
+	}
+	probe := &versionProbe{container: container, asked: now, asking: true}
+	p.byDB[key] = probe
+	ctx := p.ctx
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, agentTimeout)
+		defer cancel()
+		st, err := status(ctx)
+		version := ""
+		if err == nil {
+			version = st.ServerVersion
+		}
+		p.mu.Lock()
+		probe.asking, probe.version = false, version
+		p.mu.Unlock()
+		if version == "" || version == shown {
+			return
+		}
+		db := &dbv1.Database{}
+		db.Namespace, db.Name = key.Namespace, key.Name
+		select {
+		case p.events <- event.GenericEvent{Object: db}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// forget drops what was asked about a Database that is gone or no longer
+// a single server.
+func (p *versionProbes) forget(key client.ObjectKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.byDB, key)
 }

@@ -1,15 +1,24 @@
 package controller
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 func TestVersionMismatches(t *testing.T) {
@@ -134,5 +143,150 @@ func TestAReplicatedDatabaseReportsEachServersVersion(t *testing.T) {
 	}
 	if evs := drain(recorder); countMatching(evs, dbv1.ReasonVersionMismatch) != 0 {
 		t.Errorf("Events once it matches: %q", evs)
+	}
+}
+
+// countingAgents are fake agents that count the status requests.
+type countingAgents struct {
+	*fakeAgents
+	calls atomic.Int32
+}
+
+func (a *countingAgents) Status(ctx context.Context, ip, token string) (*instance.Status, error) {
+	a.calls.Add(1)
+	return a.fakeAgents.Status(ctx, ip, token)
+}
+
+func TestASingleServersVersionIsAskedInTheBackgroundOncePerContainer(t *testing.T) {
+	c, namespace := newTestClient(t, "single-version")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(namespace), fixture.WithImage("dbkeeper.local/postgres:15.20")))
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: desired.SecretName(db)},
+		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}); err != nil {
+		t.Fatal(err)
+	}
+	const ip = "10.245.0.10"
+	agents := &countingAgents{fakeAgents: &fakeAgents{now: func() time.Time { return now }, hosts: map[string]string{},
+		servers: map[string]*fakeServer{ip: {answers: true, phase: instance.PhaseRunning, timeline: 1, version: "15.20"}}}}
+	recorder := events.NewFakeRecorder(100)
+	r := &DatabaseReconciler{Client: c, Recorder: recorder, Agents: agents, Now: func() time.Time { return now }}
+	r.versions.events = make(chan event.GenericEvent, 1)
+	r.versions.ctx = ctx
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders-0", UID: "uid-1", Labels: map[string]string{}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://a", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+	}
+	// locked changes what the agents' goroutines read.
+	locked := func(change func()) {
+		agents.mu.Lock()
+		defer agents.mu.Unlock()
+		change()
+	}
+	reconcile := func() replicationObservation {
+		t.Helper()
+		spec := db.DeepCopy()
+		s := &scope{db: db, spec: spec, obs: observation{generation: 1, spec: spec, pods: []corev1.Pod{pod}, replicas: 1}}
+		s.obs.pods[0].Labels = map[string]string{replication.RoleLabel: string(replication.RolePrimary)}
+		obs := r.reconcileSingle(ctx, s)
+		status := db.Status.DeepCopy()
+		setReplicationStatus(status, observation{generation: 1, replication: obs})
+		db.Status = *status
+		return obs
+	}
+	awaitEvent := func() {
+		t.Helper()
+		select {
+		case e := <-r.versions.events:
+			if client.ObjectKeyFromObject(e.Object) != client.ObjectKeyFromObject(db) {
+				t.Errorf("the answer enqueued %v, want the Database", client.ObjectKeyFromObject(e.Object))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the agent's answer did not enqueue the Database")
+		}
+	}
+
+	// The first reconcile does not wait for the agent: it knows nothing yet.
+	if obs := reconcile(); obs.serverVersion != "" || obs.versionMismatch != nil {
+		t.Fatalf("first reconcile: version %q, mismatch %+v; want neither", obs.serverVersion, obs.versionMismatch)
+	}
+	awaitEvent()
+	obs := reconcile()
+	if obs.versionMismatch == nil || obs.versionMismatch.reason != dbv1.ReasonVersionMismatch ||
+		!strings.Contains(obs.versionMismatch.message, "pod orders-0 runs postgres 15.20, not 17 (spec.version)") {
+		t.Fatalf("after the answer: mismatch %+v, want orders-0 running 15.20 under 17", obs.versionMismatch)
+	}
+	if db.Status.ServerVersion != "15.20" {
+		t.Errorf("status.serverVersion = %q, want 15.20", db.Status.ServerVersion)
+	}
+	for range 3 {
+		locked(func() { now = now.Add(2 * versionProbeRetry) })
+		reconcile()
+	}
+	if n := agents.calls.Load(); n != 1 {
+		t.Errorf("the agent was asked %d times about one container, want once", n)
+	}
+	if evs := drain(recorder); countMatching(evs, "Warning", dbv1.ReasonVersionMismatch, "pod orders-0 runs postgres 15.20, not 17") != 1 {
+		t.Errorf("Events = %q, want one VersionMismatch Warning", evs)
+	}
+
+	// A restart of the container is asked about again; the answer is the
+	// same, so it enqueues nothing, and the last version stays shown.
+	pod.Status.ContainerStatuses[0].RestartCount = 1
+	if obs := reconcile(); obs.serverVersion != "15.20" || obs.versionMismatch == nil {
+		t.Errorf("while asking about the restarted container: version %q, mismatch %+v; want the last known 15.20 and the mismatch", obs.serverVersion, obs.versionMismatch)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for agents.calls.Load() != 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := agents.calls.Load(); n != 2 {
+		t.Errorf("the agent was asked %d times after a restart, want twice", n)
+	}
+
+	// An agent that does not answer is not asked again before
+	// versionProbeRetry, at a reconcile.
+	locked(func() { agents.servers[ip].answers = false })
+	pod.Status.ContainerStatuses[0].RestartCount = 2
+	reconcile()
+	for agents.calls.Load() != 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	asking := func() bool {
+		r.versions.mu.Lock()
+		defer r.versions.mu.Unlock()
+		return r.versions.byDB[client.ObjectKeyFromObject(db)].asking
+	}
+	waitAnswered := func() {
+		t.Helper()
+		for time.Now().Before(deadline) {
+			if !asking() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("the question is still under way")
+	}
+	waitAnswered()
+	reconcile()
+	if asking() {
+		t.Error("a silent agent was asked again before versionProbeRetry")
+	}
+	locked(func() { now = now.Add(versionProbeRetry) })
+	reconcile()
+	for agents.calls.Load() != 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := agents.calls.Load(); n != 4 {
+		t.Errorf("a silent agent was asked %d times after versionProbeRetry, want 4", n)
+	}
+	waitAnswered()
+	select {
+	case <-r.versions.events:
+		t.Error("a failed or unchanged answer enqueued the Database")
+	default:
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -64,6 +67,7 @@ type DatabaseReconciler struct {
 	// so that it is reported once.
 	notices replicationNotices
 	// versions asks single servers' agents which version they run.
+	versions versionProbes
 	// created are the children created and not yet seen in the cache.
 	created createdChildren
 	// verified are the resourceVersions at which children were last found
@@ -86,6 +90,9 @@ type Options struct {
 	// InstanceImage is the image of the instance agent that postgres pods
 	// install (desired.Options); "" means desired.DefaultInstanceImage.
 	InstanceImage string
+	// AgentUnreachable are pod address ranges whose agents are never
+	// called (instance.Client.Unreachable): devcluster's fake nodes.
+	AgentUnreachable []netip.Prefix
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -139,7 +146,7 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		r.Random = rand.Reader
 	}
 	if r.Agents == nil {
-		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}}
+		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}, Unreachable: opts.AgentUnreachable}
 	}
 	r.build = desired.Options{InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage)}
 	// Children are named by their kind in the scheme (kindOf).
@@ -147,6 +154,10 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {
 			return fmt.Errorf("the manager's scheme lacks a child kind: %w", err)
 		}
+	}
+	r.versions.events = make(chan event.GenericEvent, 64)
+	if err := mgr.Add(&r.versions); err != nil {
+		return fmt.Errorf("adding the server version probes: %w", err)
 	}
 	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetCache()}); err != nil {
 		var already prometheus.AlreadyRegisteredError
@@ -170,6 +181,8 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		// A pod's progress shows in the StatefulSet's status, which is
 		// watched; the pods themselves only for the problems that do not.
 		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).
+		// A single server's agent answered which version it runs.
+		WatchesRawSource(source.Channel(r.versions.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.BackoffBase, opts.BackoffMax),

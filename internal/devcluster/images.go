@@ -167,6 +167,11 @@ func InstanceImage(images []Image) (string, error) {
 	}
 }
 
+// FakePodCIDR is the address range of the pods on the fake (kwok) nodes:
+// they run no agent, and their addresses are not on this machine, so the
+// manager must never call them (--agent-unreachable-cidrs).
+func (c *Cluster) FakePodCIDR() string { return podCIDR }
+
 // InstanceImage returns the image the manager must pass as --instance-image
 // for pods to run on this cluster: on a real node, the instance image the
 // node imported from images.txt; without one, "" (no pod runs, and the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 )
 
@@ -20,7 +21,15 @@ var ErrStaleTerm = errors.New("the agent has seen a higher fencing term")
 type Client struct {
 	// HTTP makes the requests; its Timeout bounds each call.
 	HTTP *http.Client
+	// Unreachable are pod addresses with no agent, never dialled: the
+	// pods of a development cluster's fake nodes, whose addresses are
+	// not on this machine, and whom the agent's token must not reach.
+	Unreachable []netip.Prefix
 }
+
+// ErrUnreachable is the error of a call to a pod address in
+// Client.Unreachable.
+var ErrUnreachable = errors.New("no agent at this address: it is in the unreachable pod ranges")
 
 // Status asks the agent at podIP for its Status.
 func (c *Client) Status(ctx context.Context, podIP, token string) (*Status, error) {
@@ -38,6 +47,13 @@ func (c *Client) Apply(ctx context.Context, podIP, token string, spec Spec) (*St
 }
 
 func (c *Client) do(ctx context.Context, method, podIP, path, token string, body []byte) (*Status, error) {
+	if addr, err := netip.ParseAddr(podIP); err == nil {
+		for _, p := range c.Unreachable {
+			if p.Contains(addr.Unmap()) {
+				return nil, fmt.Errorf("%s %s at %s: %w (%s)", method, path, podIP, ErrUnreachable, p)
+			}
+		}
+	}
 	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(Port)) + path
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {

@@ -46,6 +46,10 @@ type ManagerOptions struct {
 	// decides it; "" leaves the manager's default (a cluster with no real
 	// node runs no pod). Args must not set the flag.
 	InstanceImage string
+	// AgentUnreachable is the manager's --agent-unreachable-cidrs: the
+	// cluster's devcluster.Cluster.FakePodCIDR(), where no pod has an
+	// agent; "" for none.
+	AgentUnreachable string
 	// Args are extra flags.
 	Args []string
 	// Output, when set, also receives the manager's output.
@@ -136,6 +140,9 @@ func managerArgs(opts ManagerOptions) ([]string, error) {
 	args := slices.Clone(opts.Args)
 	if opts.InstanceImage != "" {
 		args = append(args, "--instance-image="+opts.InstanceImage)
+	}
+	if opts.AgentUnreachable != "" {
+		args = append(args, "--agent-unreachable-cidrs="+opts.AgentUnreachable)
 	}
 	return args, nil
 }

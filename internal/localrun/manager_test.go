@@ -16,6 +16,7 @@ func TestManagerArgsInstanceImage(t *testing.T) {
 		{"the cluster's image becomes the flag", ManagerOptions{InstanceImage: "dbkeeper.local/dbkeeper-instance:0b07", Args: []string{"--zap-log-level=info"}},
 			[]string{"--zap-log-level=info", "--instance-image=dbkeeper.local/dbkeeper-instance:0b07"}, false},
 		{"no image: the manager's default", ManagerOptions{Args: []string{"--zap-log-level=info"}}, []string{"--zap-log-level=info"}, false},
+		{"the fake nodes' pod range becomes the flag", ManagerOptions{AgentUnreachable: "10.244.0.0/16"}, []string{"--agent-unreachable-cidrs=10.244.0.0/16"}, false},
 		{"Args may not choose it", ManagerOptions{Args: []string{"--instance-image=x:1"}}, nil, true},
 		{"nor with a separate value", ManagerOptions{InstanceImage: "a:1", Args: []string{"--instance-image", "x:1"}}, nil, true},
 		{"nor with one dash", ManagerOptions{Args: []string{"-instance-image=x:1"}}, nil, true},

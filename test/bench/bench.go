@@ -198,6 +198,8 @@ func (b *bench) setupDbkeeper(ctx context.Context, binary string) error {
 		ProbePort:   ports[0],
 		MetricsPort: ports[1],
 		LogFile:     filepath.Join(b.work, "manager.log"),
+		// kwok's pods have no agent, and their addresses are not here.
+		AgentUnreachable: b.cluster.FakePodCIDR(),
 		Args: append([]string{
 			"--metrics-secure=false",
 			"--pprof-bind-address=" + b.pprofAddr,
