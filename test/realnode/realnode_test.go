@@ -38,6 +38,14 @@ func TestRealNode(t *testing.T) {
 			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
 		took := s.waitReady(pg.name, 5*time.Minute)
 		t.Logf("postgres %s: apply to Ready in %.1fs", pgImage, took.Seconds())
+		// Its agent, asked in the background once the pod is ready, reports
+		// the version the server runs.
+		testenv.Eventually(t, time.Minute, "status.serverVersion", func() string {
+			if got, want := s.database(t, pg.name).Status.ServerVersion, pgImage[strings.LastIndexByte(pgImage, ':')+1:]; got != want {
+				return fmt.Sprintf("%q, want %q", got, want)
+			}
+			return ""
+		})
 		s.checkProbesRan(pg.name + "-0")
 
 		pg.sql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'one'), (2, 'two'), (3, 'three');")
@@ -135,7 +143,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("patch", "database", "-n", ns, pg.name, "--type=merge", "-p", `{"spec":{"storage":{"size":"2Gi"}}}`)
 		claim := "data-" + pg.name + "-0"
 		testenv.Eventually(t, 2*time.Minute, "the Database reports that its claim cannot grow", func() string {
-			return s.conditionWith(pg.name, dbv1.ConditionStalled, dbv1.ReasonStorageResizeFailed, claim)
+			return s.stalledWith(pg.name, dbv1.ReasonStorageResizeFailed, claim)
 		})
 		t.Logf("Stalled: %s", s.condition(pg.name, dbv1.ConditionStalled).Message)
 		if size := s.mustKubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.resources.requests.storage}"); size != "1Gi" {
@@ -187,7 +195,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		name := "badimage"
 		s.apply(database(name, "postgres", majorOf(pgImage), "dbkeeper.local/postgres:"+majorOf(pgImage)+".999", "Delete", nil))
 		testenv.Eventually(t, 3*time.Minute, "Stalled with ImagePullFailed naming the pod", func() string {
-			msg := s.conditionWith(name, dbv1.ConditionStalled, dbv1.ReasonImagePullFailed, name+"-0")
+			msg := s.stalledWith(name, dbv1.ReasonImagePullFailed, name+"-0")
 			if msg != "" {
 				return msg
 			}
@@ -205,7 +213,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		name := "badparam"
 		s.apply(database(name, "postgres", majorOf(pgImage), pgImage, "Delete", map[string]string{"work_mem": "plenty"}))
 		testenv.Eventually(t, 4*time.Minute, "Stalled with CrashLooping naming the pod", func() string {
-			msg := s.conditionWith(name, dbv1.ConditionStalled, dbv1.ReasonCrashLooping, name+"-0")
+			msg := s.stalledWith(name, dbv1.ReasonCrashLooping, name+"-0")
 			if msg != "" {
 				return msg
 			}
@@ -216,6 +224,26 @@ ports: [{name: http, port: 80, protocol: TCP}]
 			// The server's own reason, from the end of its log.
 			if !strings.Contains(cond.Message, "work_mem") {
 				return "Stalled message does not quote the server's complaint about work_mem: " + cond.Message
+			}
+			return ""
+		})
+		t.Logf("Stalled: %s", s.condition(name, dbv1.ConditionStalled).Message)
+		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
+	})
+
+	s.run(t, "an image of another major version than spec.version is Stalled with VersionMismatch", "", func(t *testing.T) {
+		// The image of postgres 15 under a Database that says 17: admission
+		// warns from the tag; the running server's version, from its agent,
+		// makes the Database Stalled, naming the pod and both versions.
+		name, image := "wrongversion", s.image("dbkeeper.local/postgres:15.")
+		running := image[strings.LastIndexByte(image, ':')+1:]
+		s.apply(database(name, "postgres", majorOf(pgImage), image, "Delete", nil))
+		testenv.Eventually(t, 3*time.Minute, "Stalled with VersionMismatch naming the pod", func() string {
+			if msg := s.stalledWith(name, dbv1.ReasonVersionMismatch, name+"-0 runs postgres "+running); msg != "" {
+				return msg
+			}
+			if got := s.database(t, name).Status.ServerVersion; got != running {
+				return "status.serverVersion " + got + ", want " + running
 			}
 			return ""
 		})
@@ -381,12 +409,12 @@ func (s *suite) condition(name, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-// conditionWith returns "" when the Database's condition typ is True with
-// the reason and a message containing want, else what it is.
-func (s *suite) conditionWith(name, typ, reason, want string) string {
-	c := s.condition(name, typ)
+// stalledWith returns "" when the Database is Stalled with the reason and
+// a message containing want, else what its Stalled condition is.
+func (s *suite) stalledWith(name, reason, want string) string {
+	c := s.condition(name, dbv1.ConditionStalled)
 	if c.Status != metav1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, want) {
-		return fmt.Sprintf("%s is %s/%s: %s (want True/%s naming %s)", typ, c.Status, c.Reason, c.Message, reason, want)
+		return fmt.Sprintf("Stalled is %s/%s: %s (want True/%s naming %s)", c.Status, c.Reason, c.Message, reason, want)
 	}
 	return ""
 }
