@@ -721,16 +721,18 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 
 	// SIGTERM: a fast shutdown of the server, then the agent exits 0.
 	c.apply(1, instance.Spec{Role: instance.RoleReplica})
+	// The agent answers the Spec before it restarts the server detached:
+	// wait for a running server behind the answer too.
+	var pm int
 	c.waitFor("db-1 up read-only", 30*time.Second, func() error {
 		if st := c.status(1); st.Phase != instance.PhaseRunning || !st.InRecovery {
 			return fmt.Errorf("phase %s", st.Phase)
 		}
+		if pm = c.postmasterPID(1); !alive(pm) {
+			return fmt.Errorf("db-1's postmaster.pid names no running server (pid %d)", pm)
+		}
 		return nil
 	})
-	pm := c.postmasterPID(1)
-	if !alive(pm) {
-		t.Fatalf("db-1's postmaster.pid names no running server (pid %d)", pm)
-	}
 	stopStart := time.Now()
 	p := c.stop(1)
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 || alive(pm) {
