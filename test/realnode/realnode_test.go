@@ -33,7 +33,7 @@ func TestRealNode(t *testing.T) {
 	pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
 	my := &engineClient{s: s, name: "catalog", engine: dbv1.EngineMySQL}
 
-	s.run(t, "postgres becomes Ready and serves queries with the Secret's credentials", pg.name, func(t *testing.T) {
+	s.run(t, "postgres becomes Ready and serves queries with the Secret's credentials", pg.name, func(t subtest) {
 		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
 		took := s.waitReady(pg.name, 5*time.Minute)
@@ -65,7 +65,7 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
-	s.run(t, "pods and Services reach nothing outside the machine", "", func(t *testing.T) {
+	s.run(t, "pods and Services reach nothing outside the machine", "", func(t subtest) {
 		// A Service whose endpoint is outside (TEST-NET-3, routed
 		// nowhere): kube-proxy translates its address, and devcluster's
 		// DROP rules must stop the packet, from a pod and from the host.
@@ -101,7 +101,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "service", "-n", ns, "outside")
 	})
 
-	s.run(t, "mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", my.name, func(t *testing.T) {
+	s.run(t, "mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", my.name, func(t subtest) {
 		s.apply(database(my.name, "mysql", "8.4", mariadbImage, "Delete", map[string]string{"max_connections": "77"}))
 		took := s.waitReady(my.name, 5*time.Minute)
 		t.Logf("mysql %s: apply to Ready in %.1fs", mariadbImage, took.Seconds())
@@ -116,7 +116,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	s.run(t, "a deleted pod comes back with its rows and password", pg.name, func(t *testing.T) {
+	s.run(t, "a deleted pod comes back with its rows and password", pg.name, func(t subtest) {
 		pod := pg.name + "-0"
 		old := s.podUID(pod)
 		s.mustKubectl("delete", "pod", "-n", ns, pod, "--wait=true", "--timeout=120s")
@@ -135,7 +135,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	s.run(t, "growing storage is refused by the StorageClass and reported", pg.name, func(t *testing.T) {
+	s.run(t, "growing storage is refused by the StorageClass and reported", pg.name, func(t subtest) {
 		// local-path-provisioner cannot expand a volume (a directory has
 		// no size), so devcluster's StorageClass says
 		// allowVolumeExpansion: false, and dbkeeper must report the
@@ -158,7 +158,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	s.run(t, "deleted with Retain, re-created with the saved Secret: the old rows are readable", pg.name, func(t *testing.T) {
+	s.run(t, "deleted with Retain, re-created with the saved Secret: the old rows are readable", pg.name, func(t subtest) {
 		saved := s.secret(pg.name + "-credentials")
 		s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
@@ -191,7 +191,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	s.run(t, "a bad image tag stalls the Database naming the pod and the pull error", "", func(t *testing.T) {
+	s.run(t, "a bad image tag stalls the Database naming the pod and the pull error", "", func(t subtest) {
 		name := "badimage"
 		s.apply(database(name, "postgres", majorOf(pgImage), "dbkeeper.local/postgres:"+majorOf(pgImage)+".999", "Delete", nil))
 		testenv.Eventually(t, 3*time.Minute, "Stalled with ImagePullFailed naming the pod", func() string {
@@ -209,7 +209,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "a parameter the server rejects stalls the Database with CrashLoopBackOff", "", func(t *testing.T) {
+	s.run(t, "a parameter the server rejects stalls the Database with CrashLoopBackOff", "", func(t subtest) {
 		name := "badparam"
 		s.apply(database(name, "postgres", majorOf(pgImage), pgImage, "Delete", map[string]string{"work_mem": "plenty"}))
 		testenv.Eventually(t, 4*time.Minute, "Stalled with CrashLooping naming the pod", func() string {
@@ -231,7 +231,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "an image of another major version than spec.version is Stalled with VersionMismatch", "", func(t *testing.T) {
+	s.run(t, "an image of another major version than spec.version is Stalled with VersionMismatch", "", func(t subtest) {
 		// The image of postgres 15 under a Database that says 17: admission
 		// warns from the tag; the running server's version, from its agent,
 		// makes the Database Stalled, naming the pod and both versions.
@@ -251,7 +251,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "mysql is deleted with its data (deletionPolicy Delete)", my.name, func(t *testing.T) {
+	s.run(t, "mysql is deleted with its data (deletionPolicy Delete)", my.name, func(t subtest) {
 		s.mustKubectl("delete", "database", "-n", ns, my.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the claim of the Database is deleted", func() string {
 			if out, err := s.kubectl("get", "pvc", "-n", ns, "data-"+my.name+"-0", "--ignore-not-found", "-o", "name"); err != nil || out != "" {

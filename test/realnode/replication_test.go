@@ -33,7 +33,7 @@ const replicated = "ledger"
 // refuses writes; a switchover loses no acknowledged row; a primary cut off
 // from the network is fenced and replaced, and rejoins as a standby once
 // the network is back; scaling 3 → 1 → 3 keeps the rows.
-func (s *suite) testReplication(t *testing.T) {
+func (s *suite) testReplication(t subtest) {
 	const name = replicated
 	// Each step logs the pods when it fails, at that moment (a later step
 	// replaces them); the whole test logs them only for a failure of its
@@ -44,8 +44,8 @@ func (s *suite) testReplication(t *testing.T) {
 			s.dumpReplicationOnFailure(t)
 		}
 	})
-	step := func(title string, f func(t *testing.T)) {
-		s.run(t, title, name, func(t *testing.T) {
+	step := func(title string, f func(t subtest)) {
+		s.run(t.T, title, name, func(t subtest) {
 			t.Cleanup(func() {
 				stepFailed = stepFailed || t.Failed()
 				s.dumpReplicationOnFailure(t)
@@ -100,7 +100,7 @@ func (s *suite) testReplication(t *testing.T) {
 		return ""
 	})
 
-	step("switchover loses no acknowledged row", func(t *testing.T) {
+	step("switchover loses no acknowledged row", func(t subtest) {
 		w := startWriter(t, rw, 0)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -115,7 +115,7 @@ func (s *suite) testReplication(t *testing.T) {
 		s.checkRoles(t, name+"-1")
 	})
 
-	step("a primary cut off from the network is fenced and replaced, then rejoins", func(t *testing.T) {
+	step("a primary cut off from the network is fenced and replaced, then rejoins", func(t subtest) {
 		// With spec.primary left at the old primary, dbkeeper would switch
 		// back to it once it streams again (docs/replication.md §7).
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
@@ -143,7 +143,7 @@ func (s *suite) testReplication(t *testing.T) {
 		})
 	})
 
-	step("a slow promotion is followed by exactly one primary", func(t *testing.T) {
+	step("a slow promotion is followed by exactly one primary", func(t subtest) {
 		// Both standbys receive a large backlog of WAL without replaying
 		// it, then the primary is cut off: its replacement must replay the
 		// backlog before it accepts writes, and reports itself in recovery,
@@ -175,9 +175,14 @@ func (s *suite) testReplication(t *testing.T) {
 		heal := s.isolate(t, old)
 		newPrimary := s.waitNewPrimary(t, name, old, 4*time.Minute)
 		t.Logf("failover with %s of WAL to replay: %s primary after %v", backlog, newPrimary, time.Since(began).Round(time.Millisecond))
-		if n, err := rw.count(-4); err != nil || n != 1 {
-			t.Errorf("the row written after the backlog through the new primary: count = %d, %v", n, err)
-		}
+		// kube-proxy may route the Service a moment after the status
+		// names the new primary: ask until it answers.
+		testenv.Eventually(t, 30*time.Second, "the row written after the backlog, through "+name+" on the new primary", func() string {
+			if n, err := rw.count(-4); err != nil || n != 1 {
+				return fmt.Sprintf("count = %d, %v", n, err)
+			}
+			return ""
+		})
 		// Exactly one server became a primary: each agent logs "promoted"
 		// when pg_promote returns, and "as primary" when it starts a
 		// stopped standby's data writable, which ends its recovery on a
@@ -201,7 +206,7 @@ func (s *suite) testReplication(t *testing.T) {
 		rw.exec(t, "DROP TABLE backlog")
 	})
 
-	step("a deleted primary pod comes back as the primary within the failover timeout", func(t *testing.T) {
+	step("a deleted primary pod comes back as the primary within the failover timeout", func(t subtest) {
 		primary := s.primaryOf(t)
 		w := startWriter(t, rw, 200000)
 		time.Sleep(2 * time.Second)
@@ -219,7 +224,7 @@ func (s *suite) testReplication(t *testing.T) {
 		s.checkRoles(t, s.primaryOf(t))
 	})
 
-	step("a rolling change restarts the standbys first and the primary last", func(t *testing.T) {
+	step("a rolling change restarts the standbys first and the primary last", func(t subtest) {
 		// The primary off ordinal 0: the change waits for a switchover to
 		// ordinal 0, which the StatefulSet restarts last.
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-2"}}`)
@@ -274,7 +279,7 @@ func (s *suite) testReplication(t *testing.T) {
 		}
 	})
 
-	step("scaling 3 → 1 → 3 keeps the rows", func(t *testing.T) {
+	step("scaling 3 → 1 → 3 keeps the rows", func(t subtest) {
 		before, err := rw.total()
 		if err != nil {
 			t.Fatal(err)
@@ -308,7 +313,7 @@ func (s *suite) testReplication(t *testing.T) {
 // pgTarget is a Service of a postgres Database, reached from the host
 // through its cluster IP (kube-proxy) with the Secret's credentials.
 type pgTarget struct {
-	t   *testing.T
+	t   testing.TB
 	uri string
 }
 
@@ -337,7 +342,7 @@ func (p *pgTarget) execErr(sql string, args ...any) error {
 }
 
 // exec runs one statement, retrying while the Service has no endpoint yet.
-func (p *pgTarget) exec(t *testing.T, sql string) {
+func (p *pgTarget) exec(t testing.TB, sql string) {
 	t.Helper()
 	var err error
 	for range 30 {
@@ -409,7 +414,7 @@ type writer struct {
 	longest time.Duration
 }
 
-func startWriter(t *testing.T, target *pgTarget, first int) *writer {
+func startWriter(t testing.TB, target *pgTarget, first int) *writer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{target: target, cancel: cancel, done: make(chan struct{}), last: time.Now()}
 	// A test that fails before it stops the writer must not leave it
@@ -459,7 +464,7 @@ func (w *writer) ack(n int) {
 }
 
 // waitWrites waits until n more rows are acknowledged.
-func (w *writer) waitWrites(t *testing.T, n int, timeout time.Duration) {
+func (w *writer) waitWrites(t testing.TB, n int, timeout time.Duration) {
 	t.Helper()
 	w.mu.Lock()
 	want := len(w.acked) + n
@@ -486,7 +491,7 @@ func (w *writer) stop() ([]int, time.Duration) {
 
 // checkLost counts the acknowledged numbers missing from the table; with
 // want ≥ 0 it must be exactly want.
-func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int {
+func (s *suite) checkLost(t testing.TB, rw *pgTarget, acked []int, want int) int {
 	t.Helper()
 	var got map[int]bool
 	testenv.Eventually(t, time.Minute, "reading the rows through the primary", func() string {
@@ -512,7 +517,7 @@ func (s *suite) checkLost(t *testing.T, rw *pgTarget, acked []int, want int) int
 // Stalled NotStreaming (a former primary whose fork its agent cannot prove,
 // docs/replication.md §13) gets the re-clone its message asks for, as a
 // user gives it, and then must become Ready.
-func (s *suite) waitReadyOrReclone(t *testing.T, name string, timeout time.Duration) {
+func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Duration) {
 	t.Helper()
 	var pod string
 	testenv.Eventually(t, timeout, name+" Ready, or Stalled waiting for a re-clone", func() string {
@@ -540,7 +545,7 @@ func (s *suite) waitReadyOrReclone(t *testing.T, name string, timeout time.Durat
 
 // psqlIn runs one statement in pod's postgres container, on the server of
 // that pod, with the Secret's credentials, and returns its output trimmed.
-func (s *suite) psqlIn(t *testing.T, pod, statement string) string {
+func (s *suite) psqlIn(t testing.TB, pod, statement string) string {
 	t.Helper()
 	sec := s.secret(replicated + "-credentials")
 	uri := strings.Replace(sec["uri"], "@"+sec["host"]+":", "@127.0.0.1:", 1)
@@ -552,7 +557,7 @@ func (s *suite) psqlIn(t *testing.T, pod, statement string) string {
 }
 
 // database reads a Database.
-func (s *suite) database(t *testing.T, name string) *dbv1.Database {
+func (s *suite) database(t testing.TB, name string) *dbv1.Database {
 	t.Helper()
 	db := &dbv1.Database{}
 	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, db); err != nil {
@@ -561,7 +566,7 @@ func (s *suite) database(t *testing.T, name string) *dbv1.Database {
 	return db
 }
 
-func (s *suite) primaryOf(t *testing.T) string {
+func (s *suite) primaryOf(t testing.TB) string {
 	const name = replicated
 	t.Helper()
 	p := s.database(t, name).Status.CurrentPrimary
@@ -573,7 +578,7 @@ func (s *suite) primaryOf(t *testing.T) string {
 
 // waitPrimary waits until status.currentPrimary is want and no change of
 // primary is in progress.
-func (s *suite) waitPrimary(t *testing.T, name, want string, timeout time.Duration) {
+func (s *suite) waitPrimary(t testing.TB, name, want string, timeout time.Duration) {
 	t.Helper()
 	testenv.Eventually(t, timeout, want+" is the primary", func() string {
 		st := s.database(t, name).Status
@@ -585,7 +590,7 @@ func (s *suite) waitPrimary(t *testing.T, name, want string, timeout time.Durati
 }
 
 // waitNewPrimary waits until another pod than old is the primary.
-func (s *suite) waitNewPrimary(t *testing.T, name, old string, timeout time.Duration) string {
+func (s *suite) waitNewPrimary(t testing.TB, name, old string, timeout time.Duration) string {
 	t.Helper()
 	var now string
 	testenv.Eventually(t, timeout, "a primary other than "+old, func() string {
@@ -601,7 +606,7 @@ func (s *suite) waitNewPrimary(t *testing.T, name, old string, timeout time.Dura
 
 // checkRoles checks the role labels, the Services' endpoints and
 // status.instances: primary alone labelled primary and ready as such.
-func (s *suite) checkRoles(t *testing.T, primary string) {
+func (s *suite) checkRoles(t testing.TB, primary string) {
 	const name = replicated
 	t.Helper()
 	testenv.Eventually(t, time.Minute, "roles with "+primary+" as the primary", func() string {
@@ -628,7 +633,7 @@ func (s *suite) checkRoles(t *testing.T, primary string) {
 // isolate cuts a pod off the network, as a lost node would be: every packet
 // in or out of its interface is dropped, inside its own network namespace,
 // so nothing on the host changes. It returns the function that heals it.
-func (s *suite) isolate(t *testing.T, pod string) (heal func()) {
+func (s *suite) isolate(t testing.TB, pod string) (heal func()) {
 	t.Helper()
 	netns := fmt.Sprintf("--net=/proc/%d/ns/net", agentPID(t, pod))
 	rules := [][]string{{"INPUT", "-i", "eth0", "-j", "DROP"}, {"OUTPUT", "-o", "eth0", "-j", "DROP"}}
@@ -652,7 +657,7 @@ func (s *suite) isolate(t *testing.T, pod string) (heal func()) {
 
 // agentPID finds the host PID of the instance agent of a pod of the test
 // namespace, by the pod name the StatefulSet gives it in its environment.
-func agentPID(t *testing.T, pod string) int {
+func agentPID(t testing.TB, pod string) int {
 	t.Helper()
 	want := []byte("\x00DBKEEPER_POD_NAME=" + pod + "\x00")
 	procs, err := os.ReadDir("/proc")
@@ -676,7 +681,7 @@ func agentPID(t *testing.T, pod string) int {
 	return 0
 }
 
-func run(t *testing.T, args ...string) {
+func run(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
@@ -687,7 +692,7 @@ func run(t *testing.T, args ...string) {
 // replicated Database logged (their containers' previous runs too: a
 // pod that restarted) and the Database, at the moment of the failure:
 // later subtests replace the pods.
-func (s *suite) dumpReplicationOnFailure(t *testing.T) {
+func (s *suite) dumpReplicationOnFailure(t testing.TB) {
 	const name = replicated
 	if !t.Failed() {
 		return

@@ -25,7 +25,7 @@ import (
 // suite is a devcluster with a real node and no fake ones, dbkeeper
 // installed with its webhooks and its manager running.
 type suite struct {
-	t       *testing.T
+	t       testing.TB
 	env     *e2eharness.Env
 	client  client.Client
 	manager *localrun.Manager
@@ -41,7 +41,7 @@ type suite struct {
 // setup starts the suite. It skips the test, saying what is missing, only
 // where the machine cannot run containers (no runc) or the images are not
 // built; make test builds the node's binaries and .ci/run the images.
-func setup(t *testing.T) *suite {
+func setup(t testing.TB) *suite {
 	t.Helper()
 	e2eharness.RequireBinaries(t)
 	if _, err := exec.LookPath("runc"); err != nil {
@@ -73,7 +73,7 @@ func setup(t *testing.T) *suite {
 	// Registered first, so run last.
 	t.Cleanup(func() {
 		if len(s.failed) > 0 {
-			t.Logf("failed subtests (their errors and the dumps are above):\n  %s", strings.Join(s.failed, "\n  "))
+			t.Logf("failed subtests, what they said and the conditions then (the dumps are above):\n  %s", strings.Join(s.failed, "\n  "))
 		}
 	})
 	t.Cleanup(func() {
@@ -95,12 +95,13 @@ func setup(t *testing.T) *suite {
 	return s
 }
 
-// run runs f as a subtest of t and records its failure with the
-// conditions of the Database named db ("" for none) at that moment. The
-// suite's helpers fail the subtest meanwhile: a FailNow on the parent
-// from the subtest's goroutine would abort the whole test binary.
-func (s *suite) run(t *testing.T, title, db string, f func(t *testing.T)) {
-	t.Run(title, func(t *testing.T) {
+// run runs f as a subtest of t and records its failure with what it said
+// and the conditions of the Database named db ("" for none) at that
+// moment. The suite's helpers fail the subtest meanwhile: a FailNow on the
+// parent from the subtest's goroutine would abort the whole test binary.
+func (s *suite) run(t *testing.T, title, db string, f func(t subtest)) {
+	t.Run(title, func(tt *testing.T) {
+		t := subtest{T: tt, said: new([]string)}
 		parent := s.t
 		s.t = t
 		defer func() { s.t = parent }()
@@ -114,6 +115,9 @@ func (s *suite) run(t *testing.T, title, db string, f func(t *testing.T)) {
 				}
 			}
 			line := t.Name()
+			for _, said := range *t.said {
+				line += "\n    error: " + said
+			}
 			if db != "" {
 				var got dbv1.Database
 				if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: db}, &got); err == nil {
@@ -126,6 +130,36 @@ func (s *suite) run(t *testing.T, title, db string, f func(t *testing.T)) {
 		})
 		f(t)
 	})
+}
+
+// subtest is the testing.TB a step and the suite's helpers fail: a
+// subtest that keeps what each failure said, so that the suite can repeat
+// it after the dumps, where the end of a long output shows it.
+type subtest struct {
+	*testing.T
+	said *[]string
+}
+
+// keep records a failure's message, cut to its first line and 300 bytes.
+func (t subtest) keep(msg string) {
+	msg, _, _ = strings.Cut(msg, "\n")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	*t.said = append(*t.said, msg)
+}
+
+func (t subtest) Error(args ...any) { t.T.Helper(); t.keep(fmt.Sprint(args...)); t.T.Error(args...) }
+func (t subtest) Fatal(args ...any) { t.T.Helper(); t.keep(fmt.Sprint(args...)); t.T.Fatal(args...) }
+func (t subtest) Errorf(format string, args ...any) {
+	t.T.Helper()
+	t.keep(fmt.Sprintf(format, args...))
+	t.T.Errorf(format, args...)
+}
+func (t subtest) Fatalf(format string, args ...any) {
+	t.T.Helper()
+	t.keep(fmt.Sprintf(format, args...))
+	t.T.Fatalf(format, args...)
 }
 
 // image returns the newest listed image whose name starts with prefix.
