@@ -59,7 +59,7 @@ type replicationNotices struct {
 type noticed struct {
 	// stuck are the standby problems reported, by pod and reason, while
 	// they last.
-	stuck map[string]bool
+	stuck map[string]string
 	// discarded is the last Discarded reported per pod.
 	discarded map[string]instance.Discarded
 	// reclone is the last problem of the re-clone annotation reported.
@@ -75,7 +75,7 @@ func (n *replicationNotices) of(key client.ObjectKey) *noticed {
 	}
 	d, ok := n.byDB[key]
 	if !ok {
-		d = &noticed{stuck: map[string]bool{}, discarded: map[string]instance.Discarded{}}
+		d = &noticed{discarded: map[string]instance.Discarded{}}
 		n.byDB[key] = d
 	}
 	return d
@@ -86,18 +86,7 @@ func (n *replicationNotices) of(key client.ObjectKey) *noticed {
 func (n *replicationNotices) stuck(key client.ObjectKey, problems []standbyProblem) []standbyProblem {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	d := n.of(key)
-	current := make(map[string]bool, len(problems))
-	var fresh []standbyProblem
-	for _, p := range problems {
-		id := p.pod + "/" + p.reason
-		current[id] = true
-		if !d.stuck[id] {
-			fresh = append(fresh, p)
-		}
-	}
-	d.stuck = current
-	return fresh
+	return fresh(&n.of(key).stuck, problems, func(p standbyProblem) (string, string) { return p.pod + "/" + p.reason, "" })
 }
 
 // discarded reports whether pod's Discarded is new, and remembers it.
@@ -131,17 +120,25 @@ func (n *replicationNotices) reclone(key client.ObjectKey, msg string) bool {
 func (n *replicationNotices) mismatched(key client.ObjectKey, mismatches []runningVersion) []runningVersion {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	d := n.of(key)
-	current := make(map[string]string, len(mismatches))
-	var fresh []runningVersion
-	for _, m := range mismatches {
-		current[m.pod] = m.version
-		if d.versions[m.pod] != m.version {
-			fresh = append(fresh, m)
+	return fresh(&n.of(key).versions, mismatches, func(m runningVersion) (string, string) { return m.pod, m.version })
+}
+
+// fresh returns the items that were not current, with the same value, at
+// the last call, and makes items the current ones. id names an item and
+// gives the value it is reported with: an item that went away, or changed
+// its value, and comes back is fresh again.
+func fresh[T any](current *map[string]string, items []T, id func(T) (name, value string)) []T {
+	next := make(map[string]string, len(items))
+	var out []T
+	for _, item := range items {
+		name, value := id(item)
+		next[name] = value
+		if last, ok := (*current)[name]; !ok || last != value {
+			out = append(out, item)
 		}
 	}
-	d.versions = current
-	return fresh
+	*current = next
+	return out
 }
 
 // forget drops what was reported of a Database that is gone.

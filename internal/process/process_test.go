@@ -1,4 +1,4 @@
-package process
+package process_test
 
 import (
 	"bytes"
@@ -7,24 +7,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
 // shell returns a Process running script with /bin/sh, logging to a file of
 // a new temporary directory.
-func shell(t *testing.T, script string) *Process {
+func shell(t *testing.T, script string) *process.Process {
 	t.Helper()
-	return &Process{Name: "sh", Path: "/bin/sh", Args: []string{"-c", script}, LogPath: filepath.Join(t.TempDir(), "logs", "sh.log")}
+	return &process.Process{Name: "sh", Path: "/bin/sh", Args: []string{"-c", script}, LogPath: filepath.Join(t.TempDir(), "logs", "sh.log")}
 }
 
 // alive reports whether a process with that pid exists (a zombie counts).
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestStopSignalsTheGroupAndLogs(t *testing.T) {
-	var out syncBuffer
+	var out testenv.Buffer
 	// The grandchild sleeps in the same group: Stop must end it too.
 	p := shell(t, `echo st""arted; sleep 60 & echo $! > "$0.child"; wait`)
 	p.Args = append(p.Args, p.LogPath)
@@ -70,7 +72,7 @@ func TestStopKillsAfterTheGrace(t *testing.T) {
 	}
 	waitFor(t, "the trap to be set", func() bool { return strings.Contains(p.Tail(5), "ready") })
 	err := p.Stop(200 * time.Millisecond)
-	if !errors.Is(err, ErrKilled) {
+	if !errors.Is(err, process.ErrKilled) {
 		t.Fatalf("Stop = %v, want ErrKilled", err)
 	}
 	if alive(p.PID()) {
@@ -81,7 +83,7 @@ func TestStopKillsAfterTheGrace(t *testing.T) {
 func TestOnExitReportsOnlyUnexpectedExits(t *testing.T) {
 	p := shell(t, `exit 3`)
 	exits := make(chan error, 2)
-	p.SetOnExit(func(_ *Process, err error) { exits <- err })
+	p.SetOnExit(func(_ *process.Process, err error) { exits <- err })
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,22 +128,4 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

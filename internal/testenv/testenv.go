@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -171,4 +172,23 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() s
 	if err != nil {
 		t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
 	}
+}
+
+// Buffer is a bytes.Buffer that a process's output goroutine may write
+// while the test reads it.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -149,15 +149,15 @@ func (t subtest) keep(msg string) {
 	*t.said = append(*t.said, msg)
 }
 
-func (t subtest) Error(args ...any) { t.T.Helper(); t.keep(fmt.Sprint(args...)); t.T.Error(args...) }
-func (t subtest) Fatal(args ...any) { t.T.Helper(); t.keep(fmt.Sprint(args...)); t.T.Fatal(args...) }
+func (t subtest) Error(args ...any) { t.Helper(); t.keep(fmt.Sprint(args...)); t.T.Error(args...) }
+func (t subtest) Fatal(args ...any) { t.Helper(); t.keep(fmt.Sprint(args...)); t.T.Fatal(args...) }
 func (t subtest) Errorf(format string, args ...any) {
-	t.T.Helper()
+	t.Helper()
 	t.keep(fmt.Sprintf(format, args...))
 	t.T.Errorf(format, args...)
 }
 func (t subtest) Fatalf(format string, args ...any) {
-	t.T.Helper()
+	t.Helper()
 	t.keep(fmt.Sprintf(format, args...))
 	t.T.Fatalf(format, args...)
 }

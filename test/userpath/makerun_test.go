@@ -1,7 +1,6 @@
 package userpath
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,27 +20,10 @@ import (
 type makeRun struct {
 	t   *testing.T
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *testenv.Buffer
 	// KUBECONFIG and the kubectl directory it printed.
 	kubeconfig, binDir string
 	done               chan struct{}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // readme returns README.md.
@@ -82,7 +63,7 @@ func startMakeRun(t *testing.T, line string, timeout time.Duration) *makeRun {
 	if len(argv) < 2 || argv[0] != "make" || argv[1] != "run" {
 		t.Fatalf("README.md: the command to start is %q, not make run", line)
 	}
-	m := &makeRun{t: t, out: &syncBuffer{}, done: make(chan struct{})}
+	m := &makeRun{t: t, out: &testenv.Buffer{}, done: make(chan struct{})}
 	// The argv as the shell would split it (no quoting in the README's
 	// line); make is the process, as when a user types the line.
 	m.cmd = exec.Command(argv[0], argv[1:]...)
