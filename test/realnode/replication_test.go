@@ -41,14 +41,14 @@ func (s *suite) testReplication(t subtest) {
 	stepFailed := false
 	t.Cleanup(func() {
 		if !stepFailed {
-			s.dumpReplicationOnFailure(t)
+			s.dumpReplicationOnFailure(t, name)
 		}
 	})
 	step := func(title string, f func(t subtest)) {
 		s.run(t.T, title, name, func(t subtest) {
 			t.Cleanup(func() {
 				stepFailed = stepFailed || t.Failed()
-				s.dumpReplicationOnFailure(t)
+				s.dumpReplicationOnFailure(t, name)
 			})
 			f(t)
 		})
@@ -60,7 +60,7 @@ func (s *suite) testReplication(t subtest) {
 		"  deletionPolicy:", "  replicas: 3\n  failoverTimeout: 10s\n  deletionPolicy:", 1))
 	took := s.waitReady(name, 6*time.Minute)
 	t.Logf("3-replica postgres: apply to Ready in %.1fs", took.Seconds())
-	s.checkRoles(t, name+"-0")
+	s.checkRoles(t, name, name+"-0")
 	// Each server reports the version the image's tag says it runs.
 	want := image[strings.LastIndexByte(image, ':')+1:]
 	testenv.Eventually(t, 30*time.Second, "each server's version in the status", func() string {
@@ -112,14 +112,14 @@ func (s *suite) testReplication(t subtest) {
 			name, name, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
 		s.checkLost(t, rw, acked, 0)
 		s.waitReady(name, 3*time.Minute)
-		s.checkRoles(t, name+"-1")
+		s.checkRoles(t, name, name+"-1")
 	})
 
 	step("a primary cut off from the network is fenced and replaced, then rejoins", func(t subtest) {
 		// With spec.primary left at the old primary, dbkeeper would switch
 		// back to it once it streams again (docs/replication.md §7).
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
-		old := s.primaryOf(t)
+		old := s.primaryOf(t, name)
 		w := startWriter(t, rw, 100000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -133,7 +133,7 @@ func (s *suite) testReplication(t subtest) {
 		t.Logf("failover: %d acknowledged rows lost (asynchronous replication)", lost)
 		heal()
 		s.waitReady(name, 4*time.Minute)
-		s.checkRoles(t, newPrimary)
+		s.checkRoles(t, name, newPrimary)
 		// kube-proxy may route the Service a moment after Ready: ask again.
 		testenv.Eventually(t, 30*time.Second, "the first row through "+name+"-ro after the old primary rejoined", func() string {
 			if n, err := s.pgTarget(name, name+"-ro").count(-1); err != nil || n != 1 {
@@ -148,7 +148,7 @@ func (s *suite) testReplication(t subtest) {
 		// it, then the primary is cut off: its replacement must replay the
 		// backlog before it accepts writes, and reports itself in recovery,
 		// following nobody, meanwhile (issue 21, finding 1).
-		old := s.primaryOf(t)
+		old := s.primaryOf(t, name)
 		var standbys []string
 		for i := range 3 {
 			if pod := fmt.Sprintf("%s-%d", name, i); pod != old {
@@ -202,12 +202,12 @@ func (s *suite) testReplication(t subtest) {
 		}
 		heal()
 		s.waitReady(name, 4*time.Minute)
-		s.checkRoles(t, newPrimary)
+		s.checkRoles(t, name, newPrimary)
 		rw.exec(t, "DROP TABLE backlog")
 	})
 
 	step("a deleted primary pod comes back as the primary within the failover timeout", func(t subtest) {
-		primary := s.primaryOf(t)
+		primary := s.primaryOf(t, name)
 		w := startWriter(t, rw, 200000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -218,10 +218,10 @@ func (s *suite) testReplication(t subtest) {
 			primary, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
 		s.checkLost(t, rw, acked, 0)
 		s.waitReadyOrReclone(t, name, 3*time.Minute)
-		if now := s.primaryOf(t); now != primary {
+		if now := s.primaryOf(t, name); now != primary {
 			t.Logf("the primary moved from %s to %s: the pod took longer than the failover timeout to come back", primary, now)
 		}
-		s.checkRoles(t, s.primaryOf(t))
+		s.checkRoles(t, name, s.primaryOf(t, name))
 	})
 
 	step("a rolling change restarts the standbys first and the primary last", func(t subtest) {
@@ -230,7 +230,7 @@ func (s *suite) testReplication(t subtest) {
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":"`+name+`-2"}}`)
 		s.waitPrimary(t, name, name+"-2", 2*time.Minute)
 		s.waitReady(name, 3*time.Minute)
-		before := s.primaryOf(t)
+		before := s.primaryOf(t, name)
 		w := startWriter(t, rw, 300000)
 		time.Sleep(2 * time.Second)
 		began := time.Now()
@@ -299,7 +299,7 @@ func (s *suite) testReplication(t subtest) {
 		}
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 		s.waitReady(name, 6*time.Minute)
-		s.checkRoles(t, name+"-0")
+		s.checkRoles(t, name, name+"-0")
 		rw.exec(t, "INSERT INTO ledger (n) VALUES (-3)")
 		testenv.Eventually(t, 30*time.Second, "the new row through "+name+"-ro", func() string {
 			if n, err := ro.count(-3); err != nil || n != 1 {
@@ -544,10 +544,11 @@ func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Durat
 }
 
 // psqlIn runs one statement in pod's postgres container, on the server of
-// that pod, with the Secret's credentials, and returns its output trimmed.
+// that pod, with its Database's Secret's credentials, and returns its output
+// trimmed.
 func (s *suite) psqlIn(t testing.TB, pod, statement string) string {
 	t.Helper()
-	sec := s.secret(replicated + "-credentials")
+	sec := s.secret(pod[:strings.LastIndexByte(pod, '-')] + "-credentials")
 	uri := strings.Replace(sec["uri"], "@"+sec["host"]+":", "@127.0.0.1:", 1)
 	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
 	if err != nil {
@@ -566,8 +567,7 @@ func (s *suite) database(t testing.TB, name string) *dbv1.Database {
 	return db
 }
 
-func (s *suite) primaryOf(t testing.TB) string {
-	const name = replicated
+func (s *suite) primaryOf(t testing.TB, name string) string {
 	t.Helper()
 	p := s.database(t, name).Status.CurrentPrimary
 	if p == "" {
@@ -605,9 +605,9 @@ func (s *suite) waitNewPrimary(t testing.TB, name, old string, timeout time.Dura
 }
 
 // checkRoles checks the role labels, the Services' endpoints and
-// status.instances: primary alone labelled primary and ready as such.
-func (s *suite) checkRoles(t testing.TB, primary string) {
-	const name = replicated
+// status.instances of Database name: primary alone labelled primary and
+// ready as such.
+func (s *suite) checkRoles(t testing.TB, name, primary string) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, "roles with "+primary+" as the primary", func() string {
 		out, err := s.kubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+name,
@@ -689,11 +689,10 @@ func run(t testing.TB, args ...string) {
 }
 
 // dumpReplicationOnFailure logs, when t failed, what the pods of the
-// replicated Database logged (their containers' previous runs too: a
+// 3-replica Database name logged (their containers' previous runs too: a
 // pod that restarted) and the Database, at the moment of the failure:
 // later subtests replace the pods.
-func (s *suite) dumpReplicationOnFailure(t testing.TB) {
-	const name = replicated
+func (s *suite) dumpReplicationOnFailure(t testing.TB, name string) {
 	if !t.Failed() {
 		return
 	}
