@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,7 +36,9 @@ import (
 //  5. A replicated Database: look again in time to renew its primary's
 //     lease, or for the next step of a change of primary, even when a
 //     child is blocked: a primary whose lease is not renewed fences
-//     itself unless every standby streams from it.
+//     itself unless every standby streams from it. Ahead of routine work
+//     in the queue (priorityReplication), so that a failover does not
+//     wait behind a thousand other Databases' reconciles.
 //  6. An invalid spec: terminal, since retrying cannot help; the next spec
 //     change triggers a reconcile.
 //  7. A blocker that needs a human (a missing StorageClass, a child
@@ -59,7 +62,7 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	case s.cacheBehind:
 		return ctrl.Result{RequeueAfter: cacheBehindDelay}, nil
 	case s.obs.replication.requeueAfter > 0 && s.obs.invalid == nil:
-		return ctrl.Result{RequeueAfter: s.obs.replication.requeueAfter}, nil
+		return ctrl.Result{RequeueAfter: s.obs.replication.requeueAfter, Priority: ptr.To(priorityReplication)}, nil
 	case s.obs.invalid != nil:
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
 	case s.obs.blocked() != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -56,6 +58,17 @@ func TestResult(t *testing.T) {
 			name:  "a blocker found while the cache is behind waits for it, so that Stalled is written",
 			scope: scope{obs: blocked, cacheBehind: true}, want: ctrl.Result{RequeueAfter: cacheBehindDelay},
 		},
+		{
+			name:  "a replicated Database is looked at again in time to renew its primary's lease, ahead of routine work",
+			scope: scope{obs: observation{replication: replicationObservation{replicated: true, requeueAfter: leaseRenewPeriod}}},
+			want:  ctrl.Result{RequeueAfter: leaseRenewPeriod, Priority: ptr.To(priorityReplication)},
+		},
+		{
+			name: "a replicated Database with a blocked child still renews the lease",
+			scope: scope{obs: observation{replication: replicationObservation{replicated: true, requeueAfter: leaseRenewPeriod},
+				statefulSet: blocked.statefulSet}},
+			want: ctrl.Result{RequeueAfter: leaseRenewPeriod, Priority: ptr.To(priorityReplication)},
+		},
 		{name: "an invalid spec is terminal", scope: scope{obs: invalid}, terminal: true},
 		{name: "a blocker is terminal", scope: scope{obs: blocked}, terminal: true},
 		{name: "a blocker wins over an unbound claim", scope: scope{obs: observation{statefulSet: statefulSetObservation{childObservation: childObservation{blocked: missingClass}, claimsUnbound: true}}}, terminal: true},
@@ -76,8 +89,9 @@ func TestResult(t *testing.T) {
 			case err != nil:
 				t.Errorf("error %v, want none", err)
 			}
-			if got != tt.want {
-				t.Errorf("result %+v, want %+v", got, tt.want)
+			if got.RequeueAfter != tt.want.RequeueAfter || !reflect.DeepEqual(got.Priority, tt.want.Priority) {
+				t.Errorf("result: requeue after %v, priority %v; want %v, %v",
+					got.RequeueAfter, ptr.Deref(got.Priority, 0), tt.want.RequeueAfter, ptr.Deref(tt.want.Priority, 0))
 			}
 		})
 	}
