@@ -26,6 +26,12 @@ export CERT_MANAGER_ASSETS := $(CERT_MANAGER_DIR)
 NODE_TOOLS_DIR ?= $(CACHE_DIR)/node
 export DBKEEPER_NODE_TOOLS := $(NODE_TOOLS_DIR)
 
+# The binaries backups need outside the images (versitygw, the object store of
+# devcluster and the backup tests), built from the wrapper modules under
+# hack/backup and cached the same way.
+BACKUP_TOOLS_DIR ?= $(CACHE_DIR)/backup
+export DBKEEPER_BACKUP_TOOLS := $(BACKUP_TOOLS_DIR)
+
 # The engine images the tests run on a real node (and its pause image), built
 # here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
 ENGINE_IMAGES_DIR ?= $(CACHE_DIR)/images
@@ -85,7 +91,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: verify-generated vet lint k8s-tools cert-manager-tools node-tools engine-images ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
+test: verify-generated vet lint k8s-tools cert-manager-tools node-tools backup-tools engine-images ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
 	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 
@@ -150,7 +156,7 @@ ifeq ($(USE_EXISTING_CLUSTER),true)
 else
 	$(MAKE) --no-print-directory k8s-tools
 ifeq ($(REAL_NODE),true)
-	$(MAKE) --no-print-directory node-tools
+	$(MAKE) --no-print-directory node-tools backup-tools
 endif
 	go build -o bin/devcluster ./cmd/devcluster
 	exec bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
@@ -171,8 +177,9 @@ cert-manager-tools: ## Build cert-manager's controller and cainjector into the c
 # Debian packages the real node runs containers with (runc, the CNI plugins,
 # iptables, conntrack, ip) and the engine images are built with (mmdebstrap,
 # and npm for the upstream PostgreSQL binaries where Node.js is not installed),
-# and PostgreSQL 15, whose servers the instance agent's test runs as processes.
-HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap postgresql-15 $(if $(shell command -v npm),,npm)
+# PostgreSQL 15, whose servers the instance agent's test runs as processes, and
+# barman-cloud, which the backup test runs beside them.
+HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap postgresql-15 barman-cli-cloud $(if $(shell command -v npm),,npm)
 
 .PHONY: host-packages
 host-packages: ## Install the Debian packages the real node and the engine images need (root; apt-get).
@@ -183,12 +190,16 @@ host-packages: ## Install the Debian packages the real node and the engine image
 node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreDNS and local-path-provisioner into the cache if missing (cold: see README).
 	hack/node-tools.sh "$(NODE_TOOLS_DIR)"
 
+.PHONY: backup-tools
+backup-tools: ## Build versitygw, the S3-compatible object store backups are tested against, into the cache if missing (cold: under a minute).
+	hack/backup-tools.sh "$(BACKUP_TOOLS_DIR)"
+
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)" "$(K8S_VERSION)"
 
 .PHONY: engine-images
-engine-images: ## Build the pause, postgres (15, 17), mariadb, instance-agent and manager images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+engine-images: ## Build the pause, postgres (15, 17), mariadb, barman-cloud, instance-agent and manager images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
 	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment

@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
+	github.com/robfig/cron/v3 v3.0.1
 	golang.org/x/sys v0.47.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.0

@@ -2,10 +2,11 @@
 # check-no-leftovers.sh fails when an etcd, kube-apiserver or other component
 # started from the cached Kubernetes binaries (KUBEBUILDER_ASSETS), or a
 # cert-manager controller or cainjector started from CERT_MANAGER_ASSETS (when
-# set), or a real node's process from DBKEEPER_NODE_TOOLS (when set), is
+# set), or a real node's process from DBKEEPER_NODE_TOOLS (when set), or a
+# versitygw from DBKEEPER_BACKUP_TOOLS (when set), is
 # still running, or when a real node left its bridge, cgroup, iptables chains,
 # state file or a mount under a devcluster run directory, or an instance
-# agent's test left an agent or a server: tests must undo
+# agent's or the backup test left an agent, a sidecar or a server: tests must undo
 # everything they start or make.
 set -euo pipefail
 dirs=("${KUBEBUILDER_ASSETS:?KUBEBUILDER_ASSETS is not set}")
@@ -14,6 +15,9 @@ if [[ -n ${CERT_MANAGER_ASSETS:-} ]]; then
 fi
 if [[ -n ${DBKEEPER_NODE_TOOLS:-} ]]; then
 	dirs+=("$DBKEEPER_NODE_TOOLS")
+fi
+if [[ -n ${DBKEEPER_BACKUP_TOOLS:-} ]]; then
+	dirs+=("$DBKEEPER_BACKUP_TOOLS")
 fi
 left=""
 # The real node's leftovers (internal/devcluster/realnode_host.go).
@@ -34,7 +38,7 @@ if grep -q ' /tmp/[^ ]*/node/' /proc/self/mountinfo; then
 fi
 # The instance agent's test: its agents and their PostgreSQL servers carry
 # the test's directory in their arguments.
-found=$(ps -eo pid=,args= | grep -F /dbkeeper-instance-test- | grep -v grep || true)
+found=$(ps -eo pid=,args= | grep -F -e /dbkeeper-instance-test- -e /dbkeeper-archiver-test- | grep -v grep || true)
 if [[ -n "$found" ]]; then
 	left+="$found"$'\n'
 fi

@@ -39,6 +39,13 @@ const (
 	// pod, by a switchover (reason Switchover) or a failover (reason
 	// Failover); the message says from which pod to which.
 	ConditionSwitchingOver = "SwitchingOver"
+	// ConditionContinuousArchiving is, for a Database with spec.backup,
+	// True while the primary's write-ahead log reaches the object store
+	// (reason Archiving), False when archiving fails (reason
+	// ArchiveFailed: the message quotes barman-cloud's reason and counts
+	// the segments waiting in pg_wal, which are never deleted unarchived).
+	// Absent without spec.backup.
+	ConditionContinuousArchiving = "ContinuousArchiving"
 )
 
 // Condition reasons of a Database, CamelCase as metav1.Condition requires.
@@ -79,6 +86,19 @@ const (
 	// is of another version than the Database says. The message names each
 	// such pod, the version it runs, and the fix.
 	ReasonVersionMismatch = "VersionMismatch"
+	// ReasonRecoverySourceNotFound: spec.bootstrap.recovery's source
+	// Database does not exist (and was never resolved) or has no
+	// spec.backup; the pods are not created until it is resolved.
+	ReasonRecoverySourceNotFound = "RecoverySourceNotFound"
+	// ReasonRecoverySecretNotFound: a Secret the recovery source's store
+	// names (credentials, CA) does not exist in the Database's namespace.
+	ReasonRecoverySecretNotFound = "RecoverySecretNotFound"
+	// ReasonRecoveryFailed: ordinal 0's restore failed before its server
+	// could start (a target before the first recoverable point, no backup,
+	// the store unreachable, its own archive not empty); the data
+	// directory stays empty and the restore is retried with the kubelet's
+	// back-off.
+	ReasonRecoveryFailed = "RecoveryFailed"
 	// ReasonControlledByOther: a child's name is taken by an object that
 	// another object controls; dbkeeper never takes it over, so a human must
 	// delete it or rename the Database. Not retried.
@@ -99,6 +119,16 @@ const (
 	// ReasonStandbysNotStreaming: some standby is not streaming from the
 	// primary yet (cloning, restarting, behind) or the primary is down.
 	ReasonStandbysNotStreaming = "StandbysNotStreaming"
+	// ReasonArchiving: the primary's WAL reaches the object store
+	// (condition ContinuousArchiving).
+	ReasonArchiving = "Archiving"
+	// ReasonArchiveFailed: the primary's last attempts to archive WAL
+	// failed (condition ContinuousArchiving).
+	ReasonArchiveFailed = "ArchiveFailed"
+	// ReasonArchiveUnknown: the primary's agent or backup sidecar does not
+	// answer, so dbkeeper cannot tell whether WAL is archived (condition
+	// ContinuousArchiving, status Unknown).
+	ReasonArchiveUnknown = "ArchiveUnknown"
 
 	// The reasons of a Stalled condition for a standby whose replication
 	// cannot progress without a human (instance.Status.Stuck); the message

@@ -171,6 +171,7 @@ func TestCRD(t *testing.T) {
 
 	t.Run("transition rules hold without the webhooks", func(t *testing.T) { testTransitionRules(t, c) })
 	t.Run("deletionProtection holds without the webhooks", func(t *testing.T) { testDeletionProtectionPolicy(t, c) })
+	t.Run("the backup and bootstrap rules hold without the webhooks", func(t *testing.T) { testBackupRules(t, c) })
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
 		path := testenv.AdminKubeconfig(t, env)
@@ -190,9 +191,14 @@ func TestCRD(t *testing.T) {
 		if !strings.Contains(out, "orders") || !strings.Contains(out, "postgres") {
 			t.Errorf("kubectl get db does not list orders:\n%s", out)
 		}
+		// The category lists Backups first, then Databases, each with
+		// its header.
 		wide := kubectl("get", "dbkeeper", "-n", "default", "-o", "wide")
-		if header := strings.SplitN(wide, "\n", 2)[0]; !strings.Contains(header, "ENDPOINT") || !strings.Contains(header, "SERVER VERSION") {
+		if !strings.Contains(wide, "ENGINE     VERSION   READY   PHASE   PRIMARY   AGE   ENDPOINT   SERVER VERSION") {
 			t.Errorf("kubectl get -o wide lacks the ENDPOINT or SERVER VERSION column:\n%s", wide)
+		}
+		if !strings.Contains(wide, "DATABASE   PHASE   STARTED   SIZE   AGE   BEGIN LSN   END LSN   ERROR") {
+			t.Errorf("kubectl get -o wide lacks the Backup columns:\n%s", wide)
 		}
 		explain := kubectl("explain", "database.spec.deletionPolicy")
 		if !strings.Contains(explain, "Retain keeps the PersistentVolumeClaims") {

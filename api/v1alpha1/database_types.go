@@ -97,6 +97,13 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) && self.engine != 'postgres') || !has(self.replicas) || self.replicas <= 9",message="must be at most 9 for postgres: one primary and at most 8 streaming standbys",fieldPath=".replicas",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.replicas) || self.replicas <= 1",message="must be 1 for mysql: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",fieldPath=".replicas",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.failoverTimeout)",message="mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",fieldPath=".failoverTimeout",reason=FieldValueForbidden
+//
+// The backup and bootstrap rules: both are for postgres only, and the
+// bootstrap happens once, when the Database is created.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.engine) || self.engine == 'postgres'",message="backups are supported for postgres only",fieldPath=".backup",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.recovery) || !has(self.engine) || self.engine == 'postgres'",message="recovery from backups is supported for postgres only",fieldPath=".bootstrap.recovery",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="field is immutable: a Database is bootstrapped once, when it is created",fieldPath=".bootstrap",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
 	// Immutable.
@@ -204,6 +211,19 @@ type DatabaseSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="size(self) <= 32 && self.matches('^([0-9]+(\\\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="must be a duration between 10s and 10m, such as 30s or 2m"
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
+
+	// backup turns on continuous archiving of the write-ahead log and base
+	// backups to an S3-compatible object store, with barman-cloud in a
+	// sidecar of each pod (postgres only). Only the primary archives.
+	// Setting or removing it restarts the pods.
+	// +optional
+	Backup *BackupConfiguration `json:"backup,omitempty"`
+
+	// bootstrap says how the Database gets its data when it is created:
+	// empty for a new empty database, recovery to restore another
+	// Database's backups (postgres only). Immutable.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
 // DatabaseStatus is the observed state of a Database.
@@ -304,7 +324,8 @@ type DatabaseStatus struct {
 	// conditions are Ready, Reconciling and Stalled (kstatus);
 	// CredentialsReady, ServicesReady and StatefulSetReady for the children;
 	// Provisioned, True once the Database has been Ready; and for a
-	// replicated Database ReplicationReady and SwitchingOver.
+	// replicated Database ReplicationReady and SwitchingOver; with
+	// spec.backup, ContinuousArchiving.
 	// The status is written when a condition's status, reason or generation
 	// changes, or Stalled's message; other messages, which restate counts in
 	// words, are brought up to date with the next such change.
@@ -312,6 +333,19 @@ type DatabaseStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// backup reports the Database's backups: the first recoverable point,
+	// the last successful backup and the last archived WAL file.
+	// +optional
+	Backup *DatabaseBackupStatus `json:"backup,omitempty"`
+
+	// recoverySource is where spec.bootstrap.recovery's restore reads: the
+	// object store and server directory (serverName) its source resolved
+	// to when the pods were first built, from the source Database's
+	// spec.backup or from source.objectStore. It is kept: a later change
+	// to, or the deletion of, the source Database changes nothing.
+	// +optional
+	RecoverySource *RecoverySource `json:"recoverySource,omitempty"`
 }
 
 // InstanceRole is the role of one pod of a replicated Database.

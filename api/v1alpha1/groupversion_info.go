@@ -7,12 +7,13 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of the Database kind.
+	// GroupVersion is the API group and version of the Database and Backup
+	// kinds.
 	GroupVersion = schema.GroupVersion{Group: "dbkeeper.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the types of this package with a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-		s.AddKnownTypes(GroupVersion, &Database{}, &DatabaseList{})
+		s.AddKnownTypes(GroupVersion, &Database{}, &DatabaseList{}, &Backup{}, &BackupList{})
 		metav1.AddToGroupVersion(s, GroupVersion)
 		return nil
 	})
@@ -23,3 +24,6 @@ var (
 
 // DatabaseKind is the kind of the Database type.
 const DatabaseKind = "Database"
+
+// BackupKind is the kind of the Backup type.
+const BackupKind = "Backup"

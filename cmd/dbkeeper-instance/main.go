@@ -4,6 +4,10 @@
 //
 //	dbkeeper-instance install DIR               copy this binary to DIR (init container)
 //	dbkeeper-instance run [--listen :8008] -- FLAGS   run the server with FLAGS
+//	dbkeeper-instance archiver [--socket PATH]         serve barman-cloud to the server (backup sidecar)
+//	dbkeeper-instance archive [--socket PATH] WAL      archive_command: archive %p through the sidecar
+//	dbkeeper-instance restore [--socket PATH] [--recovery] NAME DEST restore_command: fetch %f into %p through the sidecar
+//	                                              (--recovery: from spec.bootstrap.recovery's source)
 package main
 
 import (
@@ -17,7 +21,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
@@ -34,6 +40,12 @@ func main() {
 		err = install(os.Args[2])
 	case instance.CommandRun:
 		err = run(os.Args[2:])
+	case archiver.CommandServe:
+		err = serveArchiver(os.Args[2:])
+	case archiver.CommandArchive:
+		err = archiveWAL(os.Args[2:])
+	case archiver.CommandRestore:
+		err = restoreWAL(os.Args[2:])
 	default:
 		usage()
 	}
@@ -49,7 +61,8 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, "usage: dbkeeper-instance %s DIR | %s [--listen ADDR] -- SERVER-FLAGS\n", instance.CommandInstall, instance.CommandRun)
+	fmt.Fprintf(os.Stderr, "usage: dbkeeper-instance %s DIR | %s [--listen ADDR] -- SERVER-FLAGS | %s [--socket PATH] | %s [--socket PATH] WAL | %s [--socket PATH] [--recovery] NAME DEST\n",
+		instance.CommandInstall, instance.CommandRun, archiver.CommandServe, archiver.CommandArchive, archiver.CommandRestore)
 	os.Exit(2)
 }
 
@@ -100,4 +113,87 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return instance.New(cfg).Run(ctx)
+}
+
+// socketFlag parses a subcommand's --socket flag and returns the socket
+// and the remaining arguments, which must number want.
+func socketFlag(name string, args []string, want int) (string, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	socket := fs.String("socket", archiver.DefaultSocket, "the backup sidecar's Unix socket")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, err
+	}
+	if fs.NArg() != want {
+		usage()
+	}
+	return *socket, fs.Args(), nil
+}
+
+// serveArchiver runs the backup sidecar's server until SIGTERM or SIGINT.
+func serveArchiver(args []string) error {
+	socket, _, err := socketFlag(archiver.CommandServe, args, 0)
+	if err != nil {
+		return err
+	}
+	srv, err := archiver.ServerFromEnv()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return srv.Serve(ctx, socket)
+}
+
+// walTimeout bounds archive_command and restore_command: longer than the
+// sidecar's own bound on one barman-cloud run, so that the sidecar's
+// reason is what PostgreSQL logs.
+const walTimeout = 6 * time.Minute
+
+// archiveWAL is archive_command: it exits 0 only once the sidecar has put
+// the file in the object store. PostgreSQL runs it in the data directory,
+// which the sidecar mounts at the same path.
+func archiveWAL(args []string) error {
+	socket, rest, err := socketFlag(archiver.CommandArchive, args, 1)
+	if err != nil {
+		return err
+	}
+	path, err := filepath.Abs(rest[0])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), walTimeout)
+	defer cancel()
+	return archiver.NewClient(socket).Archive(ctx, path)
+}
+
+// restoreWAL is restore_command: it exits 0 only once the sidecar has
+// written the file; PostgreSQL takes any other exit as "not available".
+func restoreWAL(args []string) error {
+	fs := flag.NewFlagSet(archiver.CommandRestore, flag.ContinueOnError)
+	socket := fs.String("socket", archiver.DefaultSocket, "the backup sidecar's Unix socket")
+	recovery := fs.Bool("recovery", false, "fetch from spec.bootstrap.recovery's source, not the Database's own store")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		usage()
+	}
+	dest, err := filepath.Abs(fs.Arg(1))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), walTimeout)
+	c := archiver.NewClient(*socket)
+	if *recovery {
+		err = c.RestoreFromRecovery(ctx, fs.Arg(0), dest)
+	} else {
+		err = c.Restore(ctx, fs.Arg(0), dest)
+	}
+	cancel()
+	if errors.Is(err, archiver.ErrNotInArchive) {
+		// The answer recovery expects past the end of the archive: exit
+		// 1 without a line in the server's log.
+		os.Exit(1)
+	}
+	return err
 }

@@ -59,6 +59,7 @@ func main() {
 		imageRegistry           string
 		instanceImage           string
 		agentUnreachable        string
+		backupImage             string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -99,6 +100,9 @@ func main() {
 	flag.StringVar(&agentUnreachable, "agent-unreachable-cidrs", "",
 		"Comma-separated pod address ranges whose instance agents are never called, e.g. the fake nodes' pods of a development cluster "+
 			"(devcluster sets it): their addresses are not on this machine. Empty: every pod's agent is called.")
+	flag.StringVar(&backupImage, "backup-image", desired.DefaultBackupImage,
+		"Image of the backup sidecar (barman-cloud) that postgres pods with spec.backup run. "+
+			"Changing it restarts those pods once, in their StatefulSet's rolling update.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -199,8 +203,23 @@ func main() {
 		BackoffMax:              backoffMax,
 		InstanceImage:           instanceImage,
 		AgentUnreachable:        unreachable,
+		BackupImage:             backupImage,
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
+		os.Exit(1)
+	}
+	if err := (&controller.BackupReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("dbkeeper"),
+	}).SetupWithManager(mgr, controller.Options{AgentUnreachable: unreachable}); err != nil {
+		log.Error(err, "unable to set up the Backup controller")
+		os.Exit(1)
+	}
+	if err := (&controller.BackupScheduleReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("dbkeeper"),
+	}).SetupWithManager(mgr); err != nil {
+		log.Error(err, "unable to set up the backup schedule's controller")
 		os.Exit(1)
 	}
 
@@ -238,7 +257,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry, "instanceImage", instanceImage)
+	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry, "instanceImage", instanceImage, "backupImage", backupImage)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "manager exited with an error")
 		os.Exit(1)

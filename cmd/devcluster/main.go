@@ -129,6 +129,13 @@ dbkeeper is running with its webhooks (manager log: %s). In another shell:
   kubectl apply -f config/samples/invalid/many-errors.yaml  # refused: see the validation answer
 `, manager.LogFile, cluster.Kubeconfig, cluster.BinDir)
 	}
+	if cluster.ObjectStoreAddr() != "" {
+		fmt.Fprintf(os.Stderr, "devcluster: object store for backups at %s (bucket %s; Secrets %s and %s in default), as config/samples/postgres-backup.yaml names them\n",
+			devcluster.ObjectStoreEndpoint, devcluster.ObjectStoreBucket, devcluster.ObjectStoreCredentialsSecret, devcluster.ObjectStoreCASecret)
+		if cluster.BackupImage() == "" {
+			fmt.Fprintf(os.Stderr, "devcluster: images.txt lists no %s image, so no pod with spec.backup can start: run `make engine-images`\n", devcluster.BackupImageRepository)
+		}
+	}
 	fmt.Fprintln(os.Stderr, "devcluster: running; press Ctrl-C to stop")
 
 	var managerExited <-chan struct{}
@@ -184,6 +191,7 @@ func runDBKeeper(ctx context.Context, cluster *devcluster.Cluster, webhookPort, 
 		WebhookPort: webhookPort, ProbePort: probePort, MetricsPort: metricsPort,
 		LogFile:          filepath.Join(cluster.RunDir, "dbkeeper.log"),
 		InstanceImage:    cluster.InstanceImage(),
+		BackupImage:      cluster.BackupImage(),
 		AgentUnreachable: cluster.FakePodCIDR(),
 		Output:           os.Stdout,
 	})

@@ -46,4 +46,8 @@
 //   - finalizer.go: deleting the volumes of a Database with
 //     deletionPolicy Delete.
 //   - metrics.go: the child writes and the Databases by phase.
+//   - backup.go, backup_schedule.go, backup_policy.go: the Backup
+//     controller (a base backup on the primary through its agent, started
+//     and polled, and retention after it), the schedule's controller that
+//     creates Backups, and their pure decisions (docs/backup.md §3a).
 package controller

@@ -28,6 +28,11 @@ type observation struct {
 	statefulSet statefulSetObservation
 	// disruptionBudget is what reconciling the PodDisruptionBudget found.
 	disruptionBudget childObservation
+	// recoverySource is what spec.bootstrap.recovery's source resolved
+	// to, for status.recoverySource; recoveryBlocked is why it could not
+	// be, and the StatefulSet was left alone.
+	recoverySource  *dbv1.RecoverySource
+	recoveryBlocked *problem
 	// now is when the reconcile began.
 	now time.Time
 	// pods are the Database's pods.
@@ -76,7 +81,7 @@ type problem struct {
 // blocked returns the first problem, in the order of the children, that
 // needs a human other than an invalid spec.
 func (o observation) blocked() *problem {
-	return firstProblem(o.secret.blocked, o.services.blocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
+	return firstProblem(o.secret.blocked, o.services.blocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
 }
 
 // childFailed reports whether the Secret or the Services failed, so that

@@ -188,6 +188,9 @@ func podProblem(pods []corev1.Pod, now time.Time) *problem {
 			case "InvalidImageName":
 				return &problem{dbv1.ReasonImagePullFailed, fmt.Sprintf("pod %s: container %s: %s: %s", pod.Name, cs.Name, w.Reason, w.Message)}
 			case "CrashLoopBackOff", "CreateContainerConfigError":
+				if p := recoveryFailed(pod.Name, cs); p != nil {
+					return p
+				}
 				return &problem{dbv1.ReasonCrashLooping, fmt.Sprintf("pod %s: container %s: %s (%d restarts): %s%s", pod.Name, cs.Name, w.Reason, cs.RestartCount, w.Message, lastExit(cs))}
 			}
 		}

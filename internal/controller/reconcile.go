@@ -102,6 +102,9 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	}
 	holdPrimary(s)
 	r.holdRollout(ctx, s)
+	if err := r.resolveRecovery(ctx, s); err != nil || s.obs.recoveryBlocked != nil {
+		return err
+	}
 	if s.obs.statefulSet = r.reconcileStatefulSet(ctx, s); s.obs.statefulSet.err != nil {
 		return s.obs.statefulSet.err
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
@@ -69,6 +72,9 @@ type replicationObservation struct {
 	// requeueAfter is when to look again without any watched change: at
 	// the latest, the next lease renewal.
 	requeueAfter time.Duration
+	// archiving is the ContinuousArchiving condition of a Database with
+	// spec.backup, from its primary's agent; nil without spec.backup.
+	archiving *archivingObservation
 }
 
 // replicationRun is the state of one reconcile of the roles.
@@ -129,6 +135,16 @@ func (r *DatabaseReconciler) reconcileReplication(ctx context.Context, s *scope)
 	run.decide(ctx)
 	run.report()
 	run.notice()
+	if desired.HasBackup(db) {
+		var st *instance.Status
+		agentErr := fmt.Errorf("its pod does not exist")
+		if m := run.byName[run.out.currentPrimary]; m != nil {
+			st, agentErr = m.status, m.agentErr
+		}
+		a := archivingCondition(run.out.currentPrimary, st, agentErr)
+		r.reportArchiving(s.db, a)
+		run.out.archiving = &a
+	}
 	return run.out
 }
 
@@ -167,6 +183,12 @@ func (r *DatabaseReconciler) reconcileSingle(ctx context.Context, s *scope) repl
 		}
 		out.serverVersion = r.singleServerVersion(ctx, s, pod)
 	}
+	if desired.HasBackup(s.spec) {
+		a := r.singleArchiving(s)
+		r.reportArchiving(s.db, a)
+		out.archiving = &a
+		out.requeueAfter = min(cmp.Or(out.requeueAfter, archivingPollPeriod), archivingPollPeriod)
+	}
 	if out.serverVersion != "" {
 		r.reportVersions(s.spec, &out, []runningVersion{{pod: firstPod(s.spec), version: out.serverVersion}})
 	}
@@ -185,7 +207,13 @@ func (run *replicationRun) decide(ctx context.Context) {
 		// for it the same way.
 		m := run.byName[firstPod(run.db)]
 		if m == nil || !m.writable() {
-			out.reason, out.message = dbv1.ReasonStandbysNotStreaming, fmt.Sprintf("waiting for %s to initialize the database", firstPod(run.db))
+			// A restore (spec.bootstrap.recovery) may take hours: the
+			// wait has no bound, and no failover is considered before.
+			what := "initialize the database"
+			if desired.HasRecovery(run.db) {
+				what = "restore the database from the recovery source and be promoted"
+			}
+			out.reason, out.message = dbv1.ReasonStandbysNotStreaming, fmt.Sprintf("waiting for %s to %s", firstPod(run.db), what)
 			return
 		}
 		out.currentPrimary = m.name()

@@ -55,6 +55,11 @@ type fakeServer struct {
 	promotedAt   time.Time
 	// version is the server version the agent reports.
 	version string
+	// backups are its backup sidecar and store (backup_agent_test.go).
+	backups *fakeBackups
+	// archiving is what the agent reports of archiving (a pod with the
+	// backup sidecar), nil for none.
+	archiving *instance.Archiving
 }
 
 // fakeAgents are the agents of a test, by pod IP.
@@ -167,6 +172,10 @@ func (s *fakeServer) status(now time.Time) *instance.Status {
 	}
 	if s.stopped != 0 {
 		st.StoppedLSN = s.stopped.String()
+	}
+	if s.archiving != nil {
+		a := *s.archiving
+		st.Archiving = &a
 	}
 	return st
 }

@@ -65,6 +65,10 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: s.obs.replication.requeueAfter, Priority: ptr.To(priorityReplication)}, nil
 	case s.obs.invalid != nil:
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid spec: %w", s.obs.invalid))
+	case s.obs.recoveryBlocked != nil && s.obs.blocked() == s.obs.recoveryBlocked:
+		// A source Database or a Secret created later changes nothing
+		// dbkeeper watches: look again.
+		return ctrl.Result{RequeueAfter: recoveryRetryDelay}, nil
 	case s.obs.blocked() != nil:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked().message))
 	case s.obs.statefulSet.claimsUnbound:

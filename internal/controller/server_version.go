@@ -14,6 +14,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
@@ -95,7 +96,13 @@ func (r *DatabaseReconciler) singleServerVersion(ctx context.Context, s *scope, 
 		return last
 	}
 	key := client.ObjectKeyFromObject(s.db)
-	version, ask := r.versions.known(key, container, r.now())
+	// With spec.backup the agent is asked again every archivingPollPeriod:
+	// its archiving section is the ContinuousArchiving condition's input.
+	refresh := time.Duration(0)
+	if desired.HasBackup(s.spec) {
+		refresh = archivingPollPeriod
+	}
+	version, ask := r.versions.known(key, container, r.now(), refresh)
 	if ask {
 		if token, err := r.agentToken(ctx, s.db); err == nil {
 			ip := pod.Status.PodIP
@@ -157,6 +164,10 @@ type versionProbe struct {
 	// answered or failed.
 	asked  time.Time
 	asking bool
+	// status and err are the agent's last answer, or why there was none,
+	// both nil before the first.
+	status *instance.Status
+	err    error
 }
 
 // Start lets the probes ask until ctx ends (manager.Runnable).
@@ -173,9 +184,10 @@ func (p *versionProbes) Start(ctx context.Context) error {
 
 // known returns the version the agent answered about container, "" when
 // none, and whether to ask it now: a container not asked about yet, or one
-// whose agent gave no version more than versionProbeRetry ago, and no
-// question under way.
-func (p *versionProbes) known(key client.ObjectKey, container string, now time.Time) (version string, ask bool) {
+// whose agent gave no version more than versionProbeRetry ago, or, with
+// refresh > 0, was last asked at least refresh ago; and no question under
+// way.
+func (p *versionProbes) known(key client.ObjectKey, container string, now time.Time, refresh time.Duration) (version string, ask bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ctx == nil {
@@ -185,6 +197,8 @@ func (p *versionProbes) known(key client.ObjectKey, container string, now time.T
 	switch {
 	case probe == nil || probe.container != container:
 		return "", true
+	case refresh > 0 && !probe.asking && now.Sub(probe.asked) >= refresh:
+		return probe.version, true
 	case probe.version != "":
 		return probe.version, false
 	}
@@ -203,8 +217,13 @@ func (p *versionProbes) ask(key client.ObjectKey, container string, now time.Tim
 	if p.byDB == nil {
 		p.byDB = map[client.ObjectKey]*versionProbe{}
 	}
-	probe := &versionProbe{container: container, asked: now, asking: true}
-	p.byDB[key] = probe
+	probe := p.byDB[key]
+	if probe == nil || probe.container != container {
+		probe = &versionProbe{container: container}
+		p.byDB[key] = probe
+	}
+	probe.asked, probe.asking = now, true
+	prevVersion, prevArchiving := probe.version, archivingState(probe.status, probe.err)
 	ctx := p.ctx
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, agentTimeout)
@@ -215,9 +234,18 @@ func (p *versionProbes) ask(key client.ObjectKey, container string, now time.Tim
 			version = st.ServerVersion
 		}
 		p.mu.Lock()
-		probe.asking, probe.version = false, version
+		probe.asking, probe.status, probe.err = false, st, err
+		if err != nil {
+			probe.status = nil
+		}
+		if version != "" || prevVersion == "" {
+			probe.version = version
+		}
 		p.mu.Unlock()
-		if version == "" || version == shown {
+		// A change of the archiving's condition is shown at once, not at
+		// the next poll.
+		archivingChanged := st != nil && st.Archiving != nil && archivingState(st, err) != prevArchiving
+		if (version == "" || version == shown) && !archivingChanged {
 			return
 		}
 		db := &dbv1.Database{}
@@ -227,6 +255,18 @@ func (p *versionProbes) ask(key client.ObjectKey, container string, now time.Tim
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// lastStatus returns the last answer of the agent about container, or
+// why there was none; nil, nil before the first.
+func (p *versionProbes) lastStatus(key client.ObjectKey, container string) (*instance.Status, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	probe := p.byDB[key]
+	if probe == nil || probe.container != container {
+		return nil, nil
+	}
+	return probe.status, probe.err
 }
 
 // forget drops what was asked about a Database that is gone or no longer

@@ -94,6 +94,9 @@ type Options struct {
 	// AgentUnreachable are pod address ranges whose agents are never
 	// called (instance.Client.Unreachable): devcluster's fake nodes.
 	AgentUnreachable []netip.Prefix
+	// BackupImage is the image of the backup sidecar of postgres pods with
+	// spec.backup (desired.Options); "" means desired.DefaultBackupImage.
+	BackupImage string
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -149,7 +152,10 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	if r.Agents == nil {
 		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}, Unreachable: opts.AgentUnreachable}
 	}
-	r.build = desired.Options{InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage)}
+	r.build = desired.Options{
+		InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage),
+		BackupImage:   cmp.Or(opts.BackupImage, desired.DefaultBackupImage),
+	}
 	// Children are named by their kind in the scheme (kindOf).
 	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{}} {
 		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {

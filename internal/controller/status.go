@@ -18,6 +18,7 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 	setChildConditions(&status, obs)
 	setReplicationStatus(&status, obs)
 	setSummaryConditions(&status, obs)
+	setArchivingStatus(&status, obs)
 	setProvisioned(&status, previous, obs.generation)
 	status.Phase = phase(status.Conditions)
 	status.ServingPrimary = servingPrimary(status)
@@ -37,6 +38,9 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 		status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
 	status.Ready = fmt.Sprintf("%d/%d", status.ReadyReplicas, obs.replicas)
+	if status.RecoverySource == nil && obs.recoverySource != nil {
+		status.RecoverySource = obs.recoverySource.DeepCopy()
+	}
 	return status
 }
 

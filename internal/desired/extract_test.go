@@ -117,7 +117,9 @@ func liveStatefulSet(t *testing.T, desired *appsv1ac.StatefulSetApplyConfigurati
 		}
 	}
 	for i := range pod.Volumes {
-		pod.Volumes[i].EmptyDir.Medium = corev1.StorageMediumDefault
+		if v := &pod.Volumes[i]; v.EmptyDir != nil {
+			v.EmptyDir.Medium = corev1.StorageMediumDefault
+		}
 	}
 	for i := range spec.VolumeClaimTemplates {
 		pvc := &spec.VolumeClaimTemplates[i]

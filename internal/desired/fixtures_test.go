@@ -49,7 +49,7 @@ func onlyContainer(t *testing.T, sts *appsv1.StatefulSet) corev1.Container {
 }
 
 // testOptions are the operator's builder options in the tests.
-var testOptions = Options{InstanceImage: "dbkeeper.local/dbkeeper-instance:test"}
+var testOptions = Options{InstanceImage: "dbkeeper.local/dbkeeper-instance:test", BackupImage: "dbkeeper.local/barman-cloud:test"}
 
 // engines are the engines every builder is tested with.
 var engines = []dbv1.Engine{dbv1.EnginePostgres, dbv1.EngineMySQL}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
@@ -40,6 +41,16 @@ type Options struct {
 	// claims, does not restart every pod for a new flag. nil means
 	// spec.storage.size, as for a new StatefulSet.
 	WALKeepVolume *resource.Quantity
+	// BackupImage is the image of the backup sidecar a postgres pod with
+	// spec.backup runs (barman-cloud). The operator's --backup-image; the
+	// builders fill in no default.
+	BackupImage string
+	// Recovery is where spec.bootstrap.recovery's restore reads, resolved
+	// by the controller (a source Database's store and name, or
+	// source.objectStore and serverName) and kept in
+	// status.recoverySource; nil while unresolved. The backup sidecar
+	// gets it as its recovery source.
+	Recovery *dbv1.RecoverySource
 }
 
 // DefaultInstanceImage is the operator's default --instance-image.
@@ -120,6 +131,9 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 	if HasInstanceAgent(db) {
 		pod.WithInitContainers(instanceAgentContainer(opts))
 	}
+	if hasSidecar(db) {
+		pod.WithInitContainers(backupSidecar(db, info, opts))
+	}
 	pod.WithContainers(container(db, info, opts)).
 		WithVolumes(
 			corev1ac.Volume().WithName(volumeRun).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
@@ -128,6 +142,9 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 		WithAffinity(antiAffinity(db))
 	if HasInstanceAgent(db) {
 		pod.WithVolumes(corev1ac.Volume().WithName(VolumeInstanceBin).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+	}
+	if hasSidecar(db) {
+		pod.WithVolumes(backupVolumes(db, opts)...)
 	}
 
 	return appsv1ac.StatefulSet(StatefulSetName(db), db.Namespace).
@@ -344,6 +361,16 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 			value(instance.EnvStateFile, info.MountPath+"/"+StateFileName),
 			value(instance.EnvPort, strconv.Itoa(int(port(db)))),
 		)
+		if HasRecovery(db) {
+			// Ordinal 0 restores instead of initdb: never a new empty
+			// database, even before the source is resolved.
+			vars = append(vars, value(instance.EnvRecoveryTarget, RecoveryTarget(db.Spec.Bootstrap.Recovery)))
+		}
+		if hasSidecar(db) {
+			// The agent asks the backup sidecar to restore and reports
+			// archiving only with it.
+			vars = append(vars, value(instance.EnvArchiverSocket, archiver.DefaultSocket))
+		}
 	}
 	slices.SortFunc(vars, func(a, b *corev1ac.EnvVarApplyConfiguration) int {
 		return cmp.Compare(*a.Name, *b.Name)
@@ -352,7 +379,8 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 }
 
 // args are the server's command-line flags: first the ones the operator
-// owns (the port, and for postgres replicationFlags), then, for postgres,
+// owns (the port, and for postgres replicationFlags and, with spec.backup,
+// archiveFlags), then, for postgres,
 // the default bound of a replication slot's WAL unless spec.parameters
 // sets it (catalog.EngineInfo.WALKeep: max_slot_wal_keep_size, a quarter
 // of the volume, see Options.WALKeepVolume), then spec.parameters sorted
@@ -370,6 +398,7 @@ func args(db *dbv1.Database, walKeepVolume *resource.Quantity) []string {
 	case dbv1.EnginePostgres:
 		out = append(out, "-c", "port="+p)
 		out = append(out, replicationFlags...)
+		out = append(out, archiveFlags(db)...)
 		info := engineInfo(db)
 		if value, userKey := info.WALKeep(db.Spec.Parameters, cmp.Or(walKeepVolume, db.Spec.Storage.Size)); value != "" && userKey == "" {
 			out = append(out, "-c", info.WALKeepParameter+"="+value)

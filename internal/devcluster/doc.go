@@ -35,7 +35,10 @@
 // API server at the Service kubernetes, forwarded from the bridge's address,
 // and the API server reaches webhook Services on the node through a host
 // route to the Service range over the bridge (realnode_apiserver.go), so
-// that dbkeeper deployed with `make deploy` runs there as in a cluster. Everything the
+// that dbkeeper deployed with `make deploy` runs there as in a cluster. The
+// real node also gets an object store for backups, versitygw on the bridge's
+// address behind the Service ObjectStoreEndpoint names, with a bucket and
+// the Secrets a Database's spec.backup names (realnode_objectstore.go). Everything the
 // real node changes on the host (bridge, iptables chains, cgroups, sysctls,
 // mounts) is recorded in a state file before it is made and undone by Stop,
 // or by the next Start after the parent was killed; see realnode_host.go.

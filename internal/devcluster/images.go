@@ -183,3 +183,30 @@ func (c *Cluster) InstanceImage() string {
 	}
 	return c.node.instanceImage
 }
+
+// BackupImageRepository is the repository of the backup sidecar's image,
+// barman-cloud (test/images/barman-cloud), whose tag is barman-cloud's
+// version.
+const BackupImageRepository = "dbkeeper.local/barman-cloud"
+
+// BackupImage returns the image of images in BackupImageRepository, which the
+// manager's --backup-image must name for postgres pods with spec.backup to
+// start on the real node, or "" when images.txt lists none (built by make
+// engine-images).
+func BackupImage(images []Image) string {
+	for _, img := range images {
+		if strings.HasPrefix(img.Name, BackupImageRepository+":") {
+			return img.Name
+		}
+	}
+	return ""
+}
+
+// BackupImage returns the real node's backup sidecar image (see the function
+// BackupImage), or "" without a real node or without the image.
+func (c *Cluster) BackupImage() string {
+	if c.node == nil {
+		return ""
+	}
+	return BackupImage(c.node.images)
+}

@@ -57,6 +57,10 @@ type pki struct {
 	kubelet, kubeProxy, coredns, provisioner *keyPair
 	kubeletServing, apiserverKubeletClient   *keyPair
 
+	// objectStore is the real node's object store's serving certificate,
+	// for its Service's names and the bridge's address.
+	objectStore *keyPair
+
 	saKeyFile, saPubFile string // service-account token signing key
 }
 
@@ -98,6 +102,7 @@ func ensurePKI(dir string) (*pki, error) {
 		{&p.provisioner, "local-path-provisioner", clientTemplate("local-path-provisioner", "system:masters")},
 		{&p.kubeletServing, "kubelet-serving", servingTemplate(RealNodeName, []string{RealNodeName}, []net.IP{net.ParseIP(nodeBridgeIP)})},
 		{&p.apiserverKubeletClient, "apiserver-kubelet-client", clientTemplate("kube-apiserver-kubelet-client", "system:masters")},
+		{&p.objectStore, "object-store", servingTemplate(ObjectStoreService, ObjectStoreDNSNames(), []net.IP{net.ParseIP(nodeBridgeIP)})},
 	}
 	for _, l := range leaves {
 		if *l.dst, err = loadOrMake(dir, l.name, p.ca, l.tmpl); err != nil {

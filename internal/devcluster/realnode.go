@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dbkeeper/dbkeeper/internal/objectstore"
 	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
@@ -86,6 +87,9 @@ type realNode struct {
 
 	// apiForwarder lets pods reach the API server (realnode_apiserver.go).
 	apiForwarder *apiForwarder
+
+	// objectStore is versitygw on the bridge (realnode_objectstore.go).
+	objectStore *objectstore.Store
 }
 
 type nodePorts struct {
@@ -241,6 +245,11 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 		}
 		c.logf("%s %s (pid %d, %.1fs)", check.p.Name, check.what, check.p.PID(), time.Since(t).Seconds())
 	}
+	t = time.Now()
+	if err := n.startObjectStore(ctx); err != nil {
+		return err
+	}
+	c.logf("object store %s serving bucket %s (pid %d, %.1fs)", ObjectStoreEndpoint, ObjectStoreBucket, n.objectStore.PID(), time.Since(t).Seconds())
 	return nil
 }
 
@@ -249,7 +258,11 @@ func (n *realNode) processes() []*process.Process {
 	if n == nil {
 		return nil
 	}
-	return []*process.Process{n.containerd, n.kubelet, n.coredns, n.kubeProxy, n.provisioner}
+	procs := []*process.Process{n.containerd, n.kubelet, n.coredns, n.kubeProxy, n.provisioner}
+	if n.objectStore != nil {
+		procs = append(procs, n.objectStore.Process)
+	}
+	return procs
 }
 
 // stop stops the node's processes, then kills whatever still runs in its

@@ -98,6 +98,13 @@ func (c *Cluster) create(ctx context.Context, obj client.Object) error {
 	if err != nil {
 		return err
 	}
+	// Look first: creating a Service that exists with a fixed ClusterIP
+	// (kube-dns on a reused run directory) fails on the address, as
+	// Invalid, before the name's conflict.
+	existing := obj.DeepCopyObject().(client.Object)
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), existing); err == nil {
+		return nil
+	}
 	if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create %T %s: %w", obj, obj.GetName(), err)
 	}

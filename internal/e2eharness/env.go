@@ -116,7 +116,7 @@ func (e *Env) Stop() error {
 func (e *Env) ManagerOptions(kubeconfig, logFile string, args ...string) localrun.ManagerOptions {
 	return localrun.ManagerOptions{
 		Binary: e.Binary, Kubeconfig: kubeconfig, CertDir: e.CertDir, WebhookPort: e.WebhookPort,
-		LogFile: logFile, InstanceImage: e.Cluster.InstanceImage(), AgentUnreachable: e.Cluster.FakePodCIDR(), Args: args,
+		LogFile: logFile, InstanceImage: e.Cluster.InstanceImage(), BackupImage: e.Cluster.BackupImage(), AgentUnreachable: e.Cluster.FakePodCIDR(), Args: args,
 	}
 }
 

@@ -33,6 +33,12 @@ type Agent struct {
 	// state file (each writes the newest state).
 	acceptMu, saveMu sync.Mutex
 
+	// backupMu guards backupRun, the last base backup started;
+	// backupSidecar replaces the sidecar's client in tests.
+	backupMu      sync.Mutex
+	backupRun     *BackupState
+	backupSidecar backupSidecar
+
 	mu      sync.Mutex
 	spec    *Spec
 	specGen int // incremented by every PUT
@@ -80,9 +86,18 @@ type Agent struct {
 	// its timeline's fork (StartError.Diverged), until it starts again:
 	// the next Spec with an upstream rewinds it.
 	diverged bool
+	// recovering is true while the server runs (or is to start) in a
+	// restore's recovery phase, with restoreFlags.
+	recovering bool
+	// restoreFailed ends the agent: a restore that failed before its
+	// server could start (recoveryFailure).
+	restoreFailed error
 	// serverVersion is the version the running server last reported
 	// (Status.ServerVersion), kept while it is down.
 	serverVersion string
+	// archiving is what archivingLoop last gathered, nil before its first
+	// round or without the backup sidecar.
+	archiving *archivingSeen
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it
@@ -138,10 +153,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	go a.procs.reap(ctx)
 	go a.watchdog(ctx)
+	if a.cfg.ArchiverSocket != "" {
+		go a.archivingLoop(ctx)
+	}
 
 	a.mu.Lock()
 	a.st = st
-	a.boot = decideBoot(a.haveData(), a.cfg.Ordinal, st, haveState)
+	a.boot = decideBoot(a.haveData(), a.cfg.Ordinal, st, haveState, a.cfg.Recovery != nil)
 	a.mu.Unlock()
 	a.logf("listening on %s; pod %s; data %s; at start: %s", ln.Addr(), a.cfg.PodName, a.cfg.PGData, a.boot)
 
@@ -163,6 +181,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.start(ctx, modePrimary, "", "")
 	case a.boot == bootHold:
 		a.setPhase(PhaseStopped)
+	case a.boot == bootRestore:
+		// The loop restores (restoreStep): it may take long, and a Spec
+		// must be accepted meanwhile.
+		a.mu.Lock()
+		if !a.st.Restoring {
+			a.st = persisted{Role: RolePrimary, Restoring: true}
+		}
+		a.mu.Unlock()
+		if err := a.saveState(); err != nil {
+			return err
+		}
+		a.setPhase(PhaseRestoring)
 	default:
 		up, slot := st.Upstream, st.Slot
 		if st.Detached {
@@ -197,6 +227,9 @@ const maxFailedStarts = 3
 func (a *Agent) fatalErr() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.restoreFailed != nil {
+		return a.restoreFailed
+	}
 	if a.fatal == nil {
 		return nil
 	}
@@ -341,6 +374,13 @@ func (a *Agent) step(ctx context.Context) {
 	}
 	waitStart := time.Now().Before(a.nextStart)
 	a.mu.Unlock()
+
+	if cur.St.Restoring {
+		// Nothing else until the restored server is promoted: a Spec is
+		// kept, and converged on afterwards.
+		a.restoreStep(ctx, running, waitStart)
+		return
+	}
 
 	if cur.St.Initializing && running && a.phaseIs(PhaseRunning) {
 		a.mu.Lock()

@@ -51,6 +51,8 @@ type cluster struct {
 	pgFlags  []string
 	started  time.Time
 	logFiles []string
+	// env is added to every agent's environment.
+	env []string
 	// term is the fencing term apply gives every Spec that names none;
 	// a promotion of another server raises it first (promote), as the
 	// operator commits a change of primary in a new term.
@@ -184,6 +186,7 @@ func (c *cluster) start(i int) {
 		instance.EnvPort + "=" + strconv.Itoa(c.port),
 		instance.EnvSocketDir + "=" + c.socketDir(i),
 	}
+	cmd.Env = append(cmd.Env, c.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

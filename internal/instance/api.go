@@ -2,8 +2,9 @@
 // agent, cmd/dbkeeper-instance: the small process that runs as PID 1 of a
 // PostgreSQL container, starts the server as its child, and does what the
 // engine's image alone cannot (docs/replication.md §3): clone a standby,
-// start read-only, promote, demote, rewind, fence, and report replication
-// progress.
+// start read-only, promote, demote, rewind, fence, restore ordinal 0 from
+// another Database's backups (spec.bootstrap.recovery, restore.go), and
+// report replication progress.
 //
 // The operator tells each agent what its server should be with a
 // declarative Spec (PUT /spec) and reads what it is with Status (GET
@@ -15,6 +16,7 @@ package instance
 import (
 	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
@@ -35,7 +37,65 @@ const (
 	// upstream it was given), 503 otherwise. It is the kubelet's readiness
 	// probe and needs no token.
 	PathReady = "/readyz"
+	// PathBackup takes POST with a BackupRequest, starts the base backup
+	// in the backup sidecar and answers at once (202, or 200 with the
+	// backup of the same name, running or finished) with its BackupState;
+	// GET answers with the BackupState of the last backup started. Only a
+	// running primary backs up, one backup at a time (409 otherwise).
+	PathBackup = "/backup"
+	// PathRetention takes POST with a RetentionRequest, deletes the
+	// backups outside the recovery window from the store and answers with
+	// a RetentionAnswer.
+	PathRetention = "/backup/retention"
 )
+
+// BackupRequest starts a base backup (PathBackup).
+type BackupRequest struct {
+	// Name is the backup's name in the store (barman-cloud's --name).
+	Name string `json:"name"`
+	// ImmediateCheckpoint starts the backup with an immediate checkpoint.
+	ImmediateCheckpoint bool `json:"immediateCheckpoint,omitempty"`
+	// Term is the operator's fencing term; a lower one than the agent has
+	// seen is refused (409).
+	Term int64 `json:"term,omitempty"`
+}
+
+// BackupPhase is how far a base backup got.
+type BackupPhase string
+
+// The phases of a base backup in the agent.
+const (
+	BackupRunning   BackupPhase = "Running"
+	BackupCompleted BackupPhase = "Completed"
+	BackupFailed    BackupPhase = "Failed"
+)
+
+// BackupState is the agent's last base backup (PathBackup).
+type BackupState struct {
+	Name       string      `json:"name"`
+	Phase      BackupPhase `json:"phase"`
+	StartedAt  time.Time   `json:"startedAt"`
+	FinishedAt time.Time   `json:"finishedAt,omitzero"`
+	// Result is barman-cloud's record of a completed backup.
+	Result *archiver.BackupResult `json:"result,omitempty"`
+	// Error is why a failed backup failed, barman-cloud's last lines.
+	Error string `json:"error,omitempty"`
+}
+
+// RetentionRequest applies a retention policy (PathRetention): a recovery
+// window of Days, or the newest Keep backups.
+type RetentionRequest struct {
+	Days int `json:"days,omitempty"`
+	Keep int `json:"keep,omitempty"`
+	// Term is as BackupRequest's.
+	Term int64 `json:"term,omitempty"`
+}
+
+// RetentionAnswer lists the backups that remain in the store, oldest
+// first: the first one's begin time is the first recoverability point.
+type RetentionAnswer struct {
+	Backups []archiver.BackupResult `json:"backups"`
+}
 
 // Environment variables the StatefulSet gives the agent, besides the
 // image's own (PGDATA, POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB).
@@ -58,7 +118,20 @@ const (
 	EnvStateFile = "DBKEEPER_STATE_FILE"
 	// EnvPort is the server's TCP port.
 	EnvPort = "DBKEEPER_PG_PORT"
+	// EnvRecoveryTarget is set on a Database with
+	// spec.bootstrap.recovery: where ordinal 0's restore stops, latest,
+	// time=RFC3339 or lsn=X/X (archiver.ParseTarget). Ordinal 0 then
+	// restores its empty data directory from the backup sidecar's recovery
+	// source instead of initializing it.
+	EnvRecoveryTarget = "DBKEEPER_RECOVERY_TARGET"
 )
+
+// RecoveryFailedPrefix starts the agent's last line when a restore
+// (spec.bootstrap.recovery) failed before its server could start: the
+// agent exits with it, the kubelet restarts the container with its
+// back-off (a retry), and the operator reports the termination message as
+// Stalled, reason RecoveryFailed.
+const RecoveryFailedPrefix = "recovery failed: "
 
 // The agent's command line, as the StatefulSet runs it.
 const (
@@ -159,6 +232,11 @@ const (
 	PhaseWaiting Phase = "Waiting"
 	// PhaseInitializing means the image's entrypoint is running initdb.
 	PhaseInitializing Phase = "Initializing"
+	// PhaseRestoring means ordinal 0 of a Database with
+	// spec.bootstrap.recovery restores its data directory: the backup
+	// sidecar downloads a base backup, then the server replays the
+	// source's archive up to the target and is promoted.
+	PhaseRestoring Phase = "Restoring"
 	// PhaseCloning means pg_basebackup from Spec.Upstream is running.
 	PhaseCloning Phase = "Cloning"
 	// PhaseRewinding means pg_rewind against Spec.Upstream is running.
@@ -239,6 +317,10 @@ type Status struct {
 	// Timeline ended at From, and the data directory had reached To on
 	// it); nil when there was none since it started.
 	Discarded *Discarded `json:"discarded,omitempty"`
+	// Archiving is, in a pod with the backup sidecar, what the agent last
+	// saw of continuous archiving (refreshed every 5 s); nil without the
+	// sidecar.
+	Archiving *Archiving `json:"archiving,omitempty"`
 }
 
 // StuckReason classifies why a standby cannot progress without a human.

@@ -46,18 +46,75 @@ func (c *Client) Apply(ctx context.Context, podIP, token string, spec Spec) (*St
 	return c.do(ctx, http.MethodPut, podIP, PathSpec, token, body)
 }
 
+// StartBackup asks the agent at podIP to start a base backup and returns
+// its state: Running, or the state of the backup of the same name it
+// already ran. A busy agent or one that is not a running primary answers
+// 409 (ErrConflict).
+func (c *Client) StartBackup(ctx context.Context, podIP, token string, req BackupRequest) (*BackupState, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var st BackupState
+	if err := c.doJSON(ctx, http.MethodPost, podIP, PathBackup, token, body, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// BackupStatus returns the agent's last base backup; ErrNoBackup when it
+// started none since it started.
+func (c *Client) BackupStatus(ctx context.Context, podIP, token string) (*BackupState, error) {
+	var st BackupState
+	if err := c.doJSON(ctx, http.MethodGet, podIP, PathBackup, token, nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Retention asks the agent at podIP to apply a recovery window of days and
+// returns the backups that remain, oldest first.
+func (c *Client) Retention(ctx context.Context, podIP, token string, req RetentionRequest) (*RetentionAnswer, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var ans RetentionAnswer
+	if err := c.doJSON(ctx, http.MethodPost, podIP, PathRetention, token, body, &ans); err != nil {
+		return nil, err
+	}
+	return &ans, nil
+}
+
+// ErrConflict is the error of a call the agent refused for its state (HTTP
+// 409): a stale term (also ErrStaleTerm), a server that is not a running
+// primary, another backup running.
+var ErrConflict = errors.New("the agent refused")
+
+// ErrNoBackup is the error of BackupStatus from an agent that started no
+// backup since it started (HTTP 404).
+var ErrNoBackup = errors.New("the agent started no base backup since it started")
+
 func (c *Client) do(ctx context.Context, method, podIP, path, token string, body []byte) (*Status, error) {
+	var s Status
+	if err := c.doJSON(ctx, method, podIP, path, token, body, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (c *Client) doJSON(ctx context.Context, method, podIP, path, token string, body []byte, out any) error {
 	if addr, err := netip.ParseAddr(podIP); err == nil {
 		for _, p := range c.Unreachable {
 			if p.Contains(addr.Unmap()) {
-				return nil, fmt.Errorf("%s %s at %s: %w (%s)", method, path, podIP, ErrUnreachable, p)
+				return fmt.Errorf("%s %s at %s: %w (%s)", method, path, podIP, ErrUnreachable, p)
 			}
 		}
 	}
 	url := "http://" + net.JoinHostPort(podIP, strconv.Itoa(Port)) + path
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
@@ -65,22 +122,27 @@ func (c *Client) do(ctx context.Context, method, podIP, path, token string, body
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if resp.StatusCode == http.StatusConflict {
-		return nil, fmt.Errorf("%s %s: %w: %s", method, path, ErrStaleTerm, bytes.TrimSpace(data))
+		if path == PathSpec || bytes.Contains(data, []byte(ErrStaleTerm.Error())) {
+			return fmt.Errorf("%s %s: %w: %s", method, path, ErrStaleTerm, bytes.TrimSpace(data))
+		}
+		return fmt.Errorf("%s %s: %w: %s", method, path, ErrConflict, bytes.TrimSpace(data))
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
+	if resp.StatusCode == http.StatusNotFound && path == PathBackup {
+		return fmt.Errorf("%s %s: %w", method, path, ErrNoBackup)
 	}
-	var s Status
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
 	}
-	return &s, nil
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
 }

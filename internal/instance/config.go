@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 )
 
 // EnvSocketDir optionally overrides the server's Unix socket directory,
@@ -42,6 +44,12 @@ type Config struct {
 	SocketDir string
 	// ServerFlags are the server's flags from the command line.
 	ServerFlags []string
+	// Recovery is where ordinal 0's restore stops (EnvRecoveryTarget),
+	// nil without spec.bootstrap.recovery.
+	Recovery *archiver.Target
+	// ArchiverSocket is the backup sidecar's socket (EnvArchiverSocket),
+	// "" in a pod without the sidecar: then Status.Archiving stays nil.
+	ArchiverSocket string
 }
 
 // ConfigFromEnv reads the agent's configuration from its environment.
@@ -59,8 +67,20 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 		StateFile:    os.Getenv(EnvStateFile),
 		SocketDir:    envOr(EnvSocketDir, DefaultSocketDir),
 		ServerFlags:  serverFlags,
+		// Set by the StatefulSet only in a pod with the backup sidecar.
+		ArchiverSocket: os.Getenv(EnvArchiverSocket),
 	}
 	var errs []error
+	if v := os.Getenv(EnvRecoveryTarget); v != "" {
+		t, err := archiver.ParseTarget(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvRecoveryTarget, err))
+		}
+		c.Recovery = &t
+		if c.ArchiverSocket == "" {
+			errs = append(errs, fmt.Errorf("%s is set, %s is not: a restore goes through the backup sidecar", EnvRecoveryTarget, EnvArchiverSocket))
+		}
+	}
 	if c.Token == "" {
 		errs = append(errs, fmt.Errorf("%s is not set", EnvToken))
 	}

@@ -1,12 +1,15 @@
 package instance
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
@@ -37,19 +40,31 @@ const (
 	bootStandby
 	// bootHold: a primary with standbys stays stopped until a Spec.
 	bootHold
+	// bootRestore: ordinal 0 of a Database with spec.bootstrap.recovery
+	// restores the empty data directory from the source's backups (or
+	// resumes an interrupted restore), and is promoted at the target.
+	bootRestore
 )
 
 func (p bootPlan) String() string {
-	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only", "stay stopped until a Spec"}[p]
+	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only", "stay stopped until a Spec", "restore from the recovery source"}[p]
 }
 
 // decideBoot chooses the start: only ordinal 0 with no state file (or
 // with the state of an interrupted initialization) initializes an empty
 // data directory by itself (a new Database's first server), and only a
 // primary that never had standbys and was not fenced, or ordinal 0's data
-// from before the agent, restarts writable without the operator.
-func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPlan {
+// from before the agent, restarts writable without the operator. With
+// recovery (spec.bootstrap.recovery) ordinal 0 restores instead, and
+// never initializes: a Database to be restored must not start empty.
+func decideBoot(haveData bool, ordinal int, st persisted, haveState, recovery bool) bootPlan {
 	switch {
+	case st.Restoring && (haveData || ordinal == 0):
+		return bootRestore
+	case !haveData && ordinal == 0 && recovery && (!haveState || st.Initializing):
+		return bootRestore
+	case !haveData && ordinal == 0 && recovery:
+		return bootWait
 	case !haveData && ordinal == 0 && (!haveState || st.Initializing):
 		return bootInit
 	case !haveData:
@@ -71,6 +86,34 @@ func decideBoot(haveData bool, ordinal int, st persisted, haveState bool) bootPl
 	default:
 		return bootStandby
 	}
+}
+
+// recoveryFlags are the server flags of a restore's recovery phase, after
+// the Database's own (the last -c of a setting wins): restore_command
+// fetches WAL from the recovery source through the backup sidecar
+// (restoreCommand, `restore --recovery`), the target, the newest timeline
+// of the source's archive, and a promotion at the target. The Database's
+// own archive_command, if any, archives only into its own directory,
+// checked empty before the restore.
+func recoveryFlags(target archiver.Target, restoreCommand string) []string {
+	flags := []string{"-c", "restore_command=" + restoreCommand}
+	switch {
+	case target.HasLSN:
+		flags = append(flags, "-c", "recovery_target_lsn="+target.LSN.String())
+	case !target.Time.IsZero():
+		flags = append(flags, "-c", "recovery_target_time="+target.Time.UTC().Format("2006-01-02 15:04:05.999999")+"+00")
+	}
+	return append(flags, "-c", "recovery_target_timeline=latest", "-c", "recovery_target_action=promote")
+}
+
+// recoveryFailure is the agent's last word when a restore failed before
+// its server could run: what failed and, for a target before the first
+// backup, the earliest recoverable point (archiver.BeforeFirstError).
+func recoveryFailure(step string, err error) error {
+	if errors.Is(err, archiver.ErrNoBackups) {
+		return fmt.Errorf("%s%s: %w: take a backup of the source first, or name another source", RecoveryFailedPrefix, step, err)
+	}
+	return fmt.Errorf("%s%s: %w", RecoveryFailedPrefix, step, err)
 }
 
 // current is what the agent knows of its server when it converges.

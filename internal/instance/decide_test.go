@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
@@ -18,20 +19,28 @@ func TestDecideBoot(t *testing.T) {
 		st        persisted
 		haveState bool
 		want      bootPlan
+		recovery  bool
 	}{
-		{"ordinal 0 with an empty directory and no state initializes", false, 0, persisted{}, false, bootInit},
-		{"ordinal 0 with an empty directory and a state waits (it had data once)", false, 0, persisted{Role: RolePrimary}, true, bootWait},
-		{"ordinal 0 whose initialization was interrupted initializes again", false, 0, persisted{Role: RolePrimary, Initializing: true}, true, bootInit},
-		{"another ordinal with an empty directory waits", false, 1, persisted{}, false, bootWait},
-		{"a single server restarts writable", true, 0, persisted{Role: RolePrimary}, true, bootPrimary},
-		{"a primary that had standbys stays stopped until a Spec (no promotion, no new timeline)", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootHold},
-		{"a fenced primary starts read-only", true, 0, persisted{Role: RolePrimary, Fenced: true}, true, bootStandby},
-		{"a standby starts read-only", true, 1, persisted{Role: RoleReplica, Upstream: "a"}, true, bootStandby},
-		{"another ordinal's data with no state starts read-only", true, 1, persisted{}, false, bootStandby},
-		{"ordinal 0's data from before the agent restarts writable, a single server as it was", true, 0, persisted{}, false, bootPrimary},
+		{"ordinal 0 with an empty directory and no state initializes", false, 0, persisted{}, false, bootInit, false},
+		{"ordinal 0 with an empty directory and a state waits (it had data once)", false, 0, persisted{Role: RolePrimary}, true, bootWait, false},
+		{"ordinal 0 whose initialization was interrupted initializes again", false, 0, persisted{Role: RolePrimary, Initializing: true}, true, bootInit, false},
+		{"another ordinal with an empty directory waits", false, 1, persisted{}, false, bootWait, false},
+		{"a single server restarts writable", true, 0, persisted{Role: RolePrimary}, true, bootPrimary, false},
+		{"a primary that had standbys stays stopped until a Spec (no promotion, no new timeline)", true, 0, persisted{Role: RolePrimary, HasSlots: true}, true, bootHold, false},
+		{"a fenced primary starts read-only", true, 0, persisted{Role: RolePrimary, Fenced: true}, true, bootStandby, false},
+		{"a standby starts read-only", true, 1, persisted{Role: RoleReplica, Upstream: "a"}, true, bootStandby, false},
+		{"another ordinal's data with no state starts read-only", true, 1, persisted{}, false, bootStandby, false},
+		{"ordinal 0's data from before the agent restarts writable, a single server as it was", true, 0, persisted{}, false, bootPrimary, false},
+		{"with recovery, ordinal 0 with an empty directory and no state restores, never initializes", false, 0, persisted{}, false, bootRestore, true},
+		{"with recovery, an interrupted initialization's state restores", false, 0, persisted{Role: RolePrimary, Initializing: true}, true, bootRestore, true},
+		{"with recovery, an interrupted download (empty directory) restores again", false, 0, persisted{Role: RolePrimary, Restoring: true}, true, bootRestore, true},
+		{"with recovery, an interrupted replay resumes the restore", true, 0, persisted{Role: RolePrimary, Restoring: true}, true, bootRestore, true},
+		{"with recovery, ordinal 0 that had data once waits with an empty directory", false, 0, persisted{Role: RolePrimary}, true, bootWait, true},
+		{"with recovery, another ordinal with an empty directory waits to be cloned", false, 1, persisted{}, false, bootWait, true},
+		{"with recovery, a restored and promoted primary restarts writable", true, 0, persisted{Role: RolePrimary}, true, bootPrimary, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decideBoot(tc.haveData, tc.ordinal, tc.st, tc.haveState); got != tc.want {
+			if got := decideBoot(tc.haveData, tc.ordinal, tc.st, tc.haveState, tc.recovery); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -430,5 +439,57 @@ func TestPlaceholderHistories(t *testing.T) {
 		if got := fmt.Sprint(placeholderHistories(tc.own, tc.above)); got != tc.want {
 			t.Errorf("placeholderHistories(%d, %d) = %s, want %s", tc.own, tc.above, got, tc.want)
 		}
+	}
+}
+
+func TestRecoveryFlags(t *testing.T) {
+	const cmd = "/dbkeeper/bin/dbkeeper-instance restore --socket /var/run/postgresql/.s.dbkeeper-archiver --recovery %f %p"
+	at, _ := time.Parse(time.RFC3339Nano, "2026-12-04T07:57:37.123456+01:00")
+	for _, tc := range []struct {
+		name   string
+		target archiver.Target
+		want   string
+	}{
+		{"latest replays the whole archive, on its newest timeline", archiver.Target{},
+			"-c restore_command=" + cmd + " -c recovery_target_timeline=latest -c recovery_target_action=promote"},
+		{"a time is given in UTC, to the microsecond", archiver.Target{Time: at},
+			"-c restore_command=" + cmd + " -c recovery_target_time=2026-12-04 06:57:37.123456+00 -c recovery_target_timeline=latest -c recovery_target_action=promote"},
+		{"an LSN", archiver.Target{LSN: 0x7000028, HasLSN: true},
+			"-c restore_command=" + cmd + " -c recovery_target_lsn=0/7000028 -c recovery_target_timeline=latest -c recovery_target_action=promote"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(recoveryFlags(tc.target, cmd), " "); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecoveryFailure(t *testing.T) {
+	first := archiver.BackupResult{ID: "20261201T030000", EndTime: "Tue Dec  1 03:00:12 2026", EndLSN: "0/3000100"}
+	at, _ := time.Parse(time.RFC3339, "2026-11-30T00:00:00Z")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a target before the first backup names the earliest recoverable point",
+			recoveryFailure("choosing a backup for time=2026-11-30T00:00:00Z", &archiver.BeforeFirstError{Target: archiver.Target{Time: at}, First: first}),
+			"recovery failed: choosing a backup for time=2026-11-30T00:00:00Z: the target time 2026-11-30T00:00:00Z lies before the earliest recoverable point, Tue Dec  1 03:00:12 2026 UTC (the end of the oldest backup, 20261201T030000, LSN 0/3000100): choose a target after it"},
+		{"no backup says to take one",
+			recoveryFailure("choosing a backup for latest", archiver.ErrNoBackups),
+			"recovery failed: choosing a backup for latest: the store holds no completed base backup: take a backup of the source first, or name another source"},
+		{"an unreachable store says what failed",
+			recoveryFailure("listing the source's backups", fmt.Errorf("backup sidecar: 502 Bad Gateway: barman-cloud-backup-list: exit status 4: could not connect")),
+			"recovery failed: listing the source's backups: backup sidecar: 502 Bad Gateway: barman-cloud-backup-list: exit status 4: could not connect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if !strings.HasPrefix(tc.err.Error(), RecoveryFailedPrefix) {
+				t.Errorf("%q does not start with %q: the operator would not recognise it", tc.err, RecoveryFailedPrefix)
+			}
+		})
 	}
 }

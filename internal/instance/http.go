@@ -23,6 +23,9 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("GET "+PathReady, a.serveReady)
 	mux.Handle("GET "+PathStatus, a.auth(http.HandlerFunc(a.serveStatus)))
 	mux.Handle("PUT "+PathSpec, a.auth(http.HandlerFunc(a.serveSpec)))
+	mux.Handle("POST "+PathBackup, a.auth(http.HandlerFunc(a.serveBackupStart)))
+	mux.Handle("GET "+PathBackup, a.auth(http.HandlerFunc(a.serveBackupStatus)))
+	mux.Handle("POST "+PathRetention, a.auth(http.HandlerFunc(a.serveRetention)))
 	return mux
 }
 
@@ -160,6 +163,7 @@ func (a *Agent) status(ctx context.Context) Status {
 		Term:       a.st.Term,
 	}
 	s.ServerVersion = a.serverVersion
+	s.Archiving = a.archivingStatus(now)
 	if a.stuck != nil {
 		st := *a.stuck
 		s.Stuck = &st

@@ -109,6 +109,7 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 		slot = ""
 	}
 	args = append(args, "-c", "primary_conninfo="+conninfo, "-c", "primary_slot_name="+slot)
+	args = append(args, a.restoreFlags()...)
 	cmd := exec.Command(a.cfg.Entrypoint[0], args...)
 	tail := &logTail{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = os.Stdout, io.MultiWriter(os.Stderr, tail)

@@ -131,6 +131,14 @@ func (d *db) ensureReplicationRole(ctx context.Context, user, password string) e
 	})
 }
 
+// setPassword sets the password of an existing role.
+func (d *db) setPassword(ctx context.Context, user, password string) error {
+	return d.with(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", pgx.Identifier{user}.Sanitize(), quoteLiteral(password)))
+		return err
+	})
+}
+
 func quoteLiteral(s string) string {
 	out := []byte{'\''}
 	backslash := false

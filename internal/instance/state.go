@@ -51,6 +51,11 @@ type persisted struct {
 	// until its server first answered: an interrupted initialization is
 	// started again, and nothing else is ever initialized twice.
 	Initializing bool `json:"initializing,omitempty"`
+	// Restoring is true from the start of ordinal 0's restore
+	// (EnvRecoveryTarget) until its server was promoted at the target: an
+	// interrupted restore is resumed (or, with an empty data directory,
+	// started again), and the data directory is never initialized.
+	Restoring bool `json:"restoring,omitempty"`
 }
 
 // readState reads the state file; ok is false when there is none.

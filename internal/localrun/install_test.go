@@ -14,9 +14,16 @@ func TestReadDocuments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(mutating.Webhooks) != 1 || mutating.Webhooks[0].Name != "mdatabase.dbkeeper.io" ||
-			len(validating.Webhooks) != 1 || validating.Webhooks[0].Name != "vdatabase.dbkeeper.io" {
-			t.Errorf("mutating %+v, validating %+v", mutating.Webhooks, validating.Webhooks)
+		m := make([]string, 0, len(mutating.Webhooks))
+		v := make([]string, 0, len(validating.Webhooks))
+		for _, h := range mutating.Webhooks {
+			m = append(m, h.Name)
+		}
+		for _, h := range validating.Webhooks {
+			v = append(v, h.Name)
+		}
+		if strings.Join(m, " ") != "mbackup.dbkeeper.io mdatabase.dbkeeper.io" || strings.Join(v, " ") != "vbackup.dbkeeper.io vdatabase.dbkeeper.io" {
+			t.Errorf("mutating webhooks %q, validating %q; want those of Backups and Databases", m, v)
 		}
 	})
 	t.Run("reads the deletion-protection policy and its binding", func(t *testing.T) {

@@ -46,6 +46,10 @@ type ManagerOptions struct {
 	// decides it; "" leaves the manager's default (a cluster with no real
 	// node runs no pod). Args must not set the flag.
 	InstanceImage string
+	// BackupImage is the manager's --backup-image: the cluster's
+	// devcluster.Cluster.BackupImage(), the barman-cloud image the real
+	// node imported; "" leaves the manager's default.
+	BackupImage string
 	// AgentUnreachable is the manager's --agent-unreachable-cidrs: the
 	// cluster's devcluster.Cluster.FakePodCIDR(), where no pod has an
 	// agent; "" for none.
@@ -140,6 +144,9 @@ func managerArgs(opts ManagerOptions) ([]string, error) {
 	args := slices.Clone(opts.Args)
 	if opts.InstanceImage != "" {
 		args = append(args, "--instance-image="+opts.InstanceImage)
+	}
+	if opts.BackupImage != "" {
+		args = append(args, "--backup-image="+opts.BackupImage)
 	}
 	if opts.AgentUnreachable != "" {
 		args = append(args, "--agent-unreachable-cidrs="+opts.AgentUnreachable)

@@ -40,6 +40,9 @@ type Process struct {
 	LogPath string
 	// Output, when set, also receives its standard output and error.
 	Output io.Writer
+	// Credential, when set, is the user and groups the child runs as (a
+	// test running as root starts PostgreSQL as the postgres user).
+	Credential *syscall.Credential
 
 	mu       sync.Mutex
 	onExit   func(p *Process, err error) // see SetOnExit
@@ -78,7 +81,7 @@ func (p *Process) Start() error {
 		out := io.MultiWriter(logFile, p.Output)
 		cmd.Stdout, cmd.Stderr = out, out
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.Credential}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)

@@ -81,6 +81,7 @@ func (r Rules) Default(db *dbv1.Database) {
 	if spec.DeletionPolicy == "" {
 		spec.DeletionPolicy = DefaultDeletionPolicy
 	}
+	defaultBackup(db)
 }
 
 // defaultRequest sets the request of a resource when neither its request nor

@@ -26,12 +26,15 @@ var (
 	protectionPath   = specPath.Child("deletionProtection")
 	primaryPath      = specPath.Child("primary")
 	failoverPath     = specPath.Child("failoverTimeout")
+	backupPath       = specPath.Child("backup")
+	bootstrapPath    = specPath.Child("bootstrap")
 )
 
 // reportOrder is the order in which Validate reports the spec's fields.
 var reportOrder = []*field.Path{
 	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
 	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath,
+	backupPath, bootstrapPath,
 }
 
 // FieldRank orders field paths as Validate reports them: metadata first,

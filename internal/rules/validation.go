@@ -51,10 +51,13 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(databaseNamePath, spec.DatabaseName, engine, databaseNameRules, &errs)
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
+	validateArchiveParameters(engine, spec, &errs)
 	validateWALKeep(engine, spec, &errs)
 	validateDeletionPolicy(spec, &errs)
 	validatePrimary(db, &errs)
 	validateFailoverTimeout(engine, spec, &errs)
+	validateBackup(engine, spec, &errs)
+	r.validateBootstrap(engine, db, &errs)
 	return errs
 }
 
@@ -70,10 +73,11 @@ func (r Rules) ValidateCreate(db *dbv1.Database) ([]string, field.ErrorList) {
 // with it, so that a Database stored before a default was introduced is not
 // refused for the difference. Besides the rules of Validate, engine,
 // databaseName, username and a set storageClassName are immutable, the
-// storage size may not shrink and the version may not go down (nor change
-// at all where the engine cannot upgrade in place), except to the major
-// version every server of oldDB runs (status.serverVersion): the change
-// then says what the data directory already is.
+// storage size may not shrink, spec.bootstrap may not change, and the
+// version may not go down (nor change at all where the engine cannot
+// upgrade in place), except to the major version every server of oldDB
+// runs (status.serverVersion): the change then says what the data
+// directory already is.
 //
 // An update that leaves the spec as it is (metadata, finalizers, a Database
 // being deleted) is always allowed, so that a Database which a later rule
@@ -86,6 +90,7 @@ func (r Rules) ValidateUpdate(oldDB, newDB *dbv1.Database) ([]string, field.Erro
 	}
 	errs := r.Validate(newDB)
 	validateTransition(&oldDB.Spec, &newDB.Spec, runningVersions(&oldDB.Status), &errs)
+	validateBootstrapTransition(&oldDB.Spec, &newDB.Spec, &errs)
 	warnings := r.stateWarnings(oldDB, newDB)
 	if len(errs) == 0 {
 		warnings = appendRestartWarning(warnings, oldDB, newDB)

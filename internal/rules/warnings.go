@@ -118,6 +118,9 @@ func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
 	if ptr.Deref(oldSpec.Port, 0) != ptr.Deref(newSpec.Port, 0) {
 		fields = append(fields, portPath.String())
 	}
+	if backupChangesPods(oldSpec, newSpec) {
+		fields = append(fields, backupPath.String())
+	}
 	return fields
 }
 

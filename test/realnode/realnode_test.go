@@ -262,6 +262,8 @@ ports: [{name: http, port: 80, protocol: TCP}]
 	})
 
 	s.run(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, s.testReplication)
+	s.run(t, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
+	s.run(t, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

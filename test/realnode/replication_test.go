@@ -410,6 +410,7 @@ type writer struct {
 
 	mu      sync.Mutex
 	acked   []int
+	ackedAt []time.Time
 	last    time.Time
 	longest time.Duration
 }
@@ -461,6 +462,15 @@ func (w *writer) ack(n int) {
 	w.longest = max(w.longest, now.Sub(w.last))
 	w.last = now
 	w.acked = append(w.acked, n)
+	w.ackedAt = append(w.ackedAt, now)
+}
+
+// acknowledged returns the numbers acknowledged so far and when each
+// acknowledgement arrived.
+func (w *writer) acknowledged() ([]int, []time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.acked), slices.Clone(w.ackedAt)
 }
 
 // waitWrites waits until n more rows are acknowledged.
@@ -698,12 +708,35 @@ func (s *suite) dumpReplicationOnFailure(t testing.TB, name string) {
 	}
 	for i := range 3 {
 		pod := fmt.Sprintf("%s-%d", name, i)
-		if out, err := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--previous", "--tail=60"); err == nil {
-			t.Logf("log of %s, previous container:\n%s", pod, out)
+		if out, err := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--previous", "--tail=400"); err == nil {
+			t.Logf("log of %s, previous container:\n%s", pod, lastMeaningful(out, 60))
 		}
-		out, _ := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--tail=80")
-		t.Logf("log of %s:\n%s", pod, out)
+		out, _ := s.kubectl("logs", "-n", ns, pod, "-c", "postgres", "--tail=600")
+		t.Logf("log of %s:\n%s", pod, lastMeaningful(out, 100))
 	}
 	out, _ := s.kubectl("get", "database", "-n", ns, name, "-o", "yaml")
 	t.Logf("Database %s:\n%s", name, out)
+}
+
+// logNoise are server log lines a failure's dump leaves out: clients
+// refused while the server starts or stops, which crowd out the agent's
+// lines.
+var logNoise = []string{
+	"the database system is starting up", "the database system is shutting down",
+	"the database system is not yet accepting connections", "Consistent recovery state has not been yet reached",
+}
+
+// lastMeaningful returns the last n lines of a log without logNoise.
+func lastMeaningful(log string, n int) string {
+	var keep []string
+	for line := range strings.SplitSeq(log, "\n") {
+		noise := false
+		for _, w := range logNoise {
+			noise = noise || strings.Contains(line, w)
+		}
+		if !noise {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }

@@ -87,15 +87,20 @@ func TestREADMERealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The backup walkthrough runs in the same shell, after it.
+	backup, err := codeBlock(doc, "real-node backup")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmds := commands(start)
 	if len(cmds) != 1 {
 		t.Fatalf("README.md's real-node start block has %d commands, want the one make run: %q", len(cmds), start)
 	}
 	m := startMakeRun(t, cmds[0].Line, 10*time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	began := time.Now()
-	out, err := m.shell(ctx, script)
+	out, err := m.shell(ctx, script+"\n"+backup)
 	t.Logf("the README's script (%.1fs):\n%s", time.Since(began).Seconds(), out)
 	if err != nil {
 		state, _ := m.shell(context.Background(), "kubectl get db,pods,pvc -A -o wide; kubectl describe pods -n shop")
@@ -106,6 +111,13 @@ func TestREADMERealNode(t *testing.T) {
 		}
 		if strings.Contains(out, "Defaulted container") {
 			t.Errorf("kubectl exec printed a Defaulted container notice: the README's exec must name the container:\n%s", out)
+		}
+		// The restored Database has the row of the backup and the one
+		// archived after it, and kubectl lists the Backup.
+		for _, want := range []string{"before the backup", "after the backup", "(2 rows)", "orders-first"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the README's backup walkthrough did not print %q:\n%s", want, out)
+			}
 		}
 	}
 	// kwok's StorageClass is not offered beside a real node: the real

@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -211,6 +212,64 @@ func TestAdmission(t *testing.T) {
 		})
 	})
 
+	t.Run("spec.backup is stored with its defaults, and the bootstrap may not change", func(t *testing.T) {
+		store := dbv1.ObjectStore{
+			Endpoint: "https://store:7070", Bucket: "backups",
+			CredentialsSecret: dbv1.SecretReference{Name: "store-credentials"},
+			CASecret:          &dbv1.SecretKeyReference{Name: "store-ca"},
+		}
+		// The source, with backups since 03:00:12 (no controller runs
+		// here: the status stays as written).
+		src := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "ledger-old", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Backup: &dbv1.BackupConfiguration{ObjectStore: store}}}
+		if err := c.Create(bg, src); err != nil {
+			t.Fatal(err)
+		}
+		src.Status.Backup = &dbv1.DatabaseBackupStatus{FirstRecoverabilityPoint: &metav1.Time{Time: time.Date(2026, 12, 4, 3, 0, 12, 0, time.UTC)}}
+		if err := c.Status().Update(bg, src); err != nil {
+			t.Fatal(err)
+		}
+		seen.take()
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "ledger", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{
+				Backup:    &dbv1.BackupConfiguration{ObjectStore: store, Schedule: "0 3 * * *", Retention: "7d"},
+				Bootstrap: &dbv1.BootstrapSpec{Recovery: &dbv1.RecoverySpec{Source: dbv1.RecoverySource{Database: "ledger-old"}}},
+			}}
+		if err := c.Create(bg, db); err != nil {
+			t.Fatal(err)
+		}
+		b := db.Spec.Backup
+		if b.ObjectStore.Path != "default" || b.WALCompression != dbv1.WALCompressionGzip || b.ObjectStore.CASecret.Key != "ca.crt" {
+			t.Errorf("backup defaults not stored: %+v", b)
+		}
+		// The Secrets it names do not exist: warned of, not refused.
+		if w := strings.Join(seen.take(), "\n"); !containsAll(w,
+			`spec.backup.objectStore.credentialsSecret.name: no Secret "store-credentials" in namespace default: the pods wait for it`,
+			`spec.backup.objectStore.caSecret.name: no Secret "store-ca" in namespace default: the pods wait for it`) {
+			t.Errorf("warnings = %q, want one per missing Secret", w)
+		}
+		db.Spec.Bootstrap.Recovery.TargetLSN = "0/7000028"
+		err := c.Update(bg, db)
+		if want := `admission webhook "mdatabase.dbkeeper.io" denied the request: Database.dbkeeper.io "ledger" is invalid: spec.bootstrap: Forbidden: field is immutable: a Database is bootstrapped once, when it is created`; err == nil || err.Error() != want {
+			t.Errorf("changing the bootstrap: %v, want %s", err, want)
+		}
+	})
+
+	t.Run("a Backup is defaulted to an immediate checkpoint, and its spec is immutable", func(t *testing.T) {
+		b := &dbv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "ledger-1", Namespace: "default"}, Spec: dbv1.BackupSpec{Database: "ledger"}}
+		if err := c.Create(bg, b); err != nil {
+			t.Fatal(err)
+		}
+		if !ptr.Deref(b.Spec.ImmediateCheckpoint, false) {
+			t.Errorf("immediateCheckpoint = %v, want true", b.Spec.ImmediateCheckpoint)
+		}
+		b.Spec.Database = "orders"
+		err := c.Update(bg, b)
+		if want := `admission webhook "mbackup.dbkeeper.io" denied the request: Backup.dbkeeper.io "ledger-1" is invalid: spec: Forbidden: is immutable: a Backup records one base backup; create another Backup`; err == nil || err.Error() != want {
+			t.Errorf("changing a Backup's spec: %v, want %s", err, want)
+		}
+	})
+
 	t.Run("delete is refused while deletionProtection is true", func(t *testing.T) {
 		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "protected", Namespace: "default"},
 			Spec: dbv1.DatabaseSpec{DeletionProtection: true}}
@@ -237,6 +296,7 @@ func TestAdmission(t *testing.T) {
 			sample         string
 			stdout, stderr string
 			fails          bool
+			namespace      string // "": default
 		}{
 			{
 				sample: "invalid/many-errors.yaml",
@@ -272,6 +332,50 @@ func TestAdmission(t *testing.T) {
 `,
 			},
 			{
+				// A plain http store, a missing Secret reference, a cron
+				// schedule of four fields, a retention in hours, a target
+				// time that is not RFC 3339, and a source without backups
+				// (the mysql Database orders of an earlier subtest).
+				sample: "invalid/backup.yaml",
+				fails:  true,
+				stderr: `The Database "restored" is invalid: 
+* spec.backup.objectStore.endpoint: Invalid value: "http://object-store.devcluster.svc:9000": must be an https URL, https://HOST[:PORT]: the credentials and the data must not cross the network in clear
+* spec.backup.objectStore.credentialsSecret.name: Required value: name the Secret with the store's credentials, in the keys accessKeyID and secretAccessKey
+* spec.backup.schedule: Invalid value: "0 3 * *": must be a cron schedule of five fields (minute hour day-of-month month day-of-week), such as "0 3 * * *", or a macro such as @daily: expected exactly 5 fields, found 4: [0 3 * *]
+* spec.backup.retention: Invalid value: "48h": must be a number of days or weeks from 1 to 9999, such as 7d or 4w
+* spec.bootstrap.recovery.targetTime: Invalid value: "2026-12-04 06:57": must be an RFC 3339 time, such as 2026-12-04T06:57:37Z
+* spec.bootstrap.recovery.source.database: Invalid value: "orders": has no spec.backup, so no backups to restore
+`,
+			},
+			{
+				sample: "invalid/backup-object.yaml",
+				fails:  true,
+				stderr: `The Backup "orders-manual" is invalid: spec.database: Required value: name the Database to back up
+`,
+			},
+			{
+				// Looked up at admission: the source's first recoverable
+				// point (status.backup) and a source that does not exist.
+				sample: "testdata:restore-too-early.yaml",
+				fails:  true,
+				stderr: `Error from server (Invalid): error when creating "testdata/restore-too-early.yaml": admission webhook "mdatabase.dbkeeper.io" denied the request: Database.dbkeeper.io "ledger-before" is invalid: spec.bootstrap.recovery.targetTime: Invalid value: "2026-12-04T02:59:00Z": is before 2026-12-04T03:00:12Z, the first moment the backups of ledger-old can restore to: choose that time or a later one
+Error from server (Invalid): error when creating "testdata/restore-too-early.yaml": admission webhook "mdatabase.dbkeeper.io" denied the request: Database.dbkeeper.io "ledger-gone" is invalid: spec.bootstrap.recovery.source.database: Invalid value: "ledger-gone-old": no Database of that name in namespace default: to restore the backups of a Database that was deleted, set source.objectStore and source.serverName (its name) instead
+`,
+			},
+			{
+				// devcluster's object store, as its Service and Secrets
+				// name it (internal/devcluster realnode_objectstore.go),
+				// in a namespace of its own: default has a ledger.
+				sample:    "postgres-backup.yaml",
+				namespace: "samples-backup",
+				stdout:    "database.dbkeeper.io/ledger created\nbackup.dbkeeper.io/ledger-manual created\n",
+				// The store's Secrets are devcluster's: not in this
+				// namespace, which admission warns of.
+				stderr: "Warning: spec.replicas is 1: there is no standby to fail over to; the database is unavailable whenever its pod restarts or its node fails\n" +
+					"Warning: spec.backup.objectStore.credentialsSecret.name: no Secret \"object-store-credentials\" in namespace samples-backup: the pods wait for it\n" +
+					"Warning: spec.backup.objectStore.caSecret.name: no Secret \"object-store-ca\" in namespace samples-backup: the pods wait for it\n",
+			},
+			{
 				sample: "mysql.yaml",
 				stdout: "database.dbkeeper.io/catalog created\n",
 				stderr: "Warning: spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data are deleted with the Database\n",
@@ -279,7 +383,17 @@ func TestAdmission(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.sample, func(t *testing.T) {
-				stdout, stderr, err := kubectl(path, "-n", "default", "apply", "-f", filepath.Join(samples, tt.sample))
+				file := filepath.Join(samples, tt.sample)
+				if name, ok := strings.CutPrefix(tt.sample, "testdata:"); ok {
+					file = filepath.Join("testdata", name)
+				}
+				ns := cmp.Or(tt.namespace, "default")
+				if ns != "default" {
+					if out, errOut, err := kubectl(path, "create", "namespace", ns); err != nil {
+						t.Fatalf("kubectl create namespace %s: %v\n%s%s", ns, err, out, errOut)
+					}
+				}
+				stdout, stderr, err := kubectl(path, "-n", ns, "apply", "-f", file)
 				t.Logf("kubectl apply -f config/samples/%s\nstdout:\n%s\nstderr:\n%s", tt.sample, stdout, stderr)
 				if (err != nil) != tt.fails {
 					t.Errorf("kubectl apply: %v, want failure %v", err, tt.fails)

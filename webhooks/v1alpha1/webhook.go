@@ -25,21 +25,27 @@ import (
 //
 // +kubebuilder:webhook:path=/mutate-dbkeeper-io-v1alpha1-database,mutating=true,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update,versions=v1alpha1,name=mdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-dbkeeper-io-v1alpha1-database,mutating=false,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=databases,verbs=create;update;delete,versions=v1alpha1,name=vdatabase.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-dbkeeper-io-v1alpha1-backup,mutating=true,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=backups,verbs=create;update,versions=v1alpha1,name=mbackup.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-dbkeeper-io-v1alpha1-backup,mutating=false,failurePolicy=fail,sideEffects=None,groups=dbkeeper.io,resources=backups,verbs=create;update,versions=v1alpha1,name=vbackup.dbkeeper.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 var (
 	_ admission.Defaulter[*dbv1.Database] = &DatabaseDefaulter{}
 	_ admission.Validator[*dbv1.Database] = &DatabaseValidator{}
+	_ admission.Defaulter[*dbv1.Backup]   = &BackupDefaulter{}
+	_ admission.Validator[*dbv1.Backup]   = &BackupValidator{}
 )
 
 // Paths of the webhooks, as in the markers above (controller-runtime's
 // builder derives the same from the Database kind).
 const (
-	MutatePath   = "/mutate-dbkeeper-io-v1alpha1-database"
-	ValidatePath = "/validate-dbkeeper-io-v1alpha1-database"
+	MutatePath         = "/mutate-dbkeeper-io-v1alpha1-database"
+	ValidatePath       = "/validate-dbkeeper-io-v1alpha1-database"
+	BackupMutatePath   = "/mutate-dbkeeper-io-v1alpha1-backup"
+	BackupValidatePath = "/validate-dbkeeper-io-v1alpha1-backup"
 )
 
 // SetupWebhookWithManager registers the defaulting and validating webhooks
-// of Databases with the manager's webhook server. The manager's scheme must
+// of Databases and Backups with the manager's webhook server. The manager's scheme must
 // know the dbkeeper.io/v1alpha1 types.
 //
 // Each handler is wrapped in Guard, which refuses what the decoder must
@@ -50,15 +56,24 @@ func SetupWebhookWithManager(mgr ctrl.Manager, r rules.Rules) error {
 	if !mgr.GetScheme().Recognizes(dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)) {
 		return fmt.Errorf("registering the Database webhooks: the manager's scheme lacks %s", dbv1.GroupVersion.WithKind(dbv1.DatabaseKind))
 	}
-	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: r}))
+	// References are read from the API server, not the manager's cache:
+	// the cache holds only the Secrets dbkeeper manages.
+	refs := APIReferences{Reader: mgr.GetAPIReader()}
+	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: r, References: refs}))
 	mutating.Handler = Guard(mutating.Handler)
 	mutating.LogConstructor = requestLogger
-	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: r}))
+	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: r, References: refs}))
 	validating.Handler = Guard(validating.Handler)
 	validating.LogConstructor = requestLogger
+	backupMutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Backup](&BackupDefaulter{Rules: r}))
+	backupMutating.LogConstructor = backupRequestLogger
+	backupValidating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Backup](&BackupValidator{Rules: r}))
+	backupValidating.LogConstructor = backupRequestLogger
 	server := mgr.GetWebhookServer()
 	server.Register(MutatePath, mutating)
 	server.Register(ValidatePath, validating)
+	server.Register(BackupMutatePath, backupMutating)
+	server.Register(BackupValidatePath, backupValidating)
 	return nil
 }
 
@@ -89,6 +104,9 @@ func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
 // same rules again after every mutating webhook, as the final word.
 type DatabaseDefaulter struct {
 	Rules rules.Rules
+	// References looks up what a Database being created names
+	// (Rules.ValidateReferences); nil looks up nothing.
+	References ReferenceLookup
 }
 
 // Default defaults the Database of an admission request and validates the
@@ -99,7 +117,8 @@ func (d *DatabaseDefaulter) Default(ctx context.Context, db *dbv1.Database) erro
 	if err != nil || req.Operation != admissionv1.Update {
 		d.Rules.Default(db)
 		_, errs := d.Rules.ValidateCreate(db)
-		return invalid(db, withDecodeErrors(ctx, errs))
+		_, refErrs := validateReferences(ctx, d.Rules, d.References, db)
+		return invalid(db, withDecodeErrors(ctx, append(errs, refErrs...)))
 	}
 	oldDB, err := decodeOldObject(req)
 	if err != nil {
@@ -130,12 +149,16 @@ func decodeOldObject(req admission.Request) (*dbv1.Database, error) {
 // their errors as one apierrors.NewInvalid.
 type DatabaseValidator struct {
 	Rules rules.Rules
+	// References looks up what a Database being created names
+	// (Rules.ValidateReferences); nil looks up nothing.
+	References ReferenceLookup
 }
 
-// ValidateCreate validates a Database being created.
+// ValidateCreate validates a Database being created, and what it names.
 func (v *DatabaseValidator) ValidateCreate(ctx context.Context, db *dbv1.Database) (admission.Warnings, error) {
 	warnings, errs := v.Rules.ValidateCreate(db)
-	return warnings, invalid(db, withDecodeErrors(ctx, errs))
+	refWarnings, refErrs := validateReferences(ctx, v.Rules, v.References, db)
+	return append(warnings, refWarnings...), invalid(db, withDecodeErrors(ctx, append(errs, refErrs...)))
 }
 
 // ValidateUpdate validates a change of a Database.
@@ -157,4 +180,67 @@ func invalid(db *dbv1.Database, errs field.ErrorList) error {
 		return nil
 	}
 	return apierrors.NewInvalid(schema.GroupKind{Group: dbv1.GroupVersion.Group, Kind: dbv1.DatabaseKind}, db.Name, errs)
+}
+
+// backupRequestLogger names the Backup and the request in the webhooks'
+// log lines.
+func backupRequestLogger(base logr.Logger, req *admission.Request) logr.Logger {
+	log := base.WithValues("webhookGroup", dbv1.GroupVersion.Group, "webhookKind", dbv1.BackupKind)
+	if req == nil {
+		return log
+	}
+	return log.WithValues(dbv1.BackupKind, klog.KRef(req.Namespace, req.Name),
+		"namespace", req.Namespace, "name", req.Name, "resource", req.Resource,
+		"user", req.UserInfo.Username, "requestID", req.UID)
+}
+
+// BackupDefaulter is the mutating admission webhook of Backups: it applies
+// Rules.DefaultBackupObject and refuses what the validation refuses, so
+// that one answer names every problem (as DatabaseDefaulter).
+type BackupDefaulter struct {
+	Rules rules.Rules
+}
+
+// Default defaults the Backup of an admission request and validates it.
+func (d *BackupDefaulter) Default(ctx context.Context, b *dbv1.Backup) error {
+	d.Rules.DefaultBackupObject(b)
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update {
+		return invalidBackup(b, d.Rules.ValidateBackupObject(b))
+	}
+	oldB := &dbv1.Backup{}
+	if err := json.Unmarshal(req.OldObject.Raw, oldB); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored Backup %s: %v", req.Name, err))
+	}
+	return invalidBackup(b, d.Rules.ValidateBackupObjectUpdate(oldB, b))
+}
+
+// BackupValidator is the validating admission webhook of Backups.
+type BackupValidator struct {
+	Rules rules.Rules
+}
+
+// ValidateCreate validates a Backup being created.
+func (v *BackupValidator) ValidateCreate(_ context.Context, b *dbv1.Backup) (admission.Warnings, error) {
+	return nil, invalidBackup(b, v.Rules.ValidateBackupObject(b))
+}
+
+// ValidateUpdate refuses a change of a Backup's spec.
+func (v *BackupValidator) ValidateUpdate(_ context.Context, oldB, newB *dbv1.Backup) (admission.Warnings, error) {
+	return nil, invalidBackup(newB, v.Rules.ValidateBackupObjectUpdate(oldB, newB))
+}
+
+// ValidateDelete allows every delete: the backup stays in the object store
+// until retention removes it.
+func (v *BackupValidator) ValidateDelete(context.Context, *dbv1.Backup) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// invalidBackup returns the Invalid API error of a Backup's validation
+// errors, nil when there are none.
+func invalidBackup(b *dbv1.Backup, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(schema.GroupKind{Group: dbv1.GroupVersion.Group, Kind: dbv1.BackupKind}, b.Name, errs)
 }

@@ -1,0 +1,118 @@
+package archiver
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// walFileName matches the files PostgreSQL archives and restores: a
+// segment (TTTTTTTTLLLLLLLLSSSSSSSS), a partial segment, a backup history
+// file and a timeline history file.
+var walFileName = regexp.MustCompile(`^([0-9A-F]{24}(\.partial|\.[0-9A-F]{8}\.backup)?|[0-9A-F]{8}\.history)$`)
+
+// IsWALFileName reports whether name is a file PostgreSQL archives.
+func IsWALFileName(name string) bool { return walFileName.MatchString(name) }
+
+// ArchivePath checks that path, as archive_command's %p gives it (relative
+// to the data directory, its working directory) or absolute, is a WAL
+// file in pgdata's pg_wal, and returns it absolute and clean. The sidecar
+// reads only such files, whatever a caller of its socket asks.
+func ArchivePath(pgdata, cwd, path string) (string, error) {
+	abs := path
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(cwd, abs)
+	}
+	abs = filepath.Clean(abs)
+	if filepath.Dir(abs) != filepath.Join(filepath.Clean(pgdata), "pg_wal") {
+		return "", fmt.Errorf("%s is not in %s", path, filepath.Join(pgdata, "pg_wal"))
+	}
+	if !IsWALFileName(filepath.Base(abs)) {
+		return "", fmt.Errorf("%s is not a WAL file", path)
+	}
+	return abs, nil
+}
+
+// RestorePath checks that restore_command's %f (name) is a WAL file name
+// and that %p (dest, relative to the data directory or absolute) is in
+// pgdata's pg_wal, and returns dest absolute and clean.
+func RestorePath(pgdata, cwd, name, dest string) (string, error) {
+	if !IsWALFileName(name) {
+		return "", fmt.Errorf("%s is not a WAL file name", name)
+	}
+	abs := dest
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(cwd, abs)
+	}
+	abs = filepath.Clean(abs)
+	if filepath.Dir(abs) != filepath.Join(filepath.Clean(pgdata), "pg_wal") {
+		return "", fmt.Errorf("%s is not in %s", dest, filepath.Join(pgdata, "pg_wal"))
+	}
+	return abs, nil
+}
+
+// DefaultSegmentSize is PostgreSQL's default WAL segment size.
+const DefaultSegmentSize = 16 << 20
+
+// Segment is a WAL segment: its timeline and its number counted from the
+// start of the log (log × segments per log + segment).
+type Segment struct {
+	Timeline uint32
+	Number   uint64
+}
+
+// ParseSegment parses a segment's file name (24 hex digits) for segments
+// of segSize bytes.
+func ParseSegment(name string, segSize uint64) (Segment, error) {
+	if len(name) != 24 || !walFileName.MatchString(name) {
+		return Segment{}, fmt.Errorf("%q is not a WAL segment name", name)
+	}
+	tli, _ := strconv.ParseUint(name[:8], 16, 32)
+	log, _ := strconv.ParseUint(name[8:16], 16, 32)
+	seg, _ := strconv.ParseUint(name[16:], 16, 32)
+	perLog := uint64(0x100000000) / segSize
+	if seg >= perLog {
+		return Segment{}, fmt.Errorf("%q: segment %d out of range for %d-byte segments", name, seg, segSize)
+	}
+	return Segment{Timeline: uint32(tli), Number: log*perLog + seg}, nil
+}
+
+// Name is the segment's file name for segments of segSize bytes.
+func (s Segment) Name(segSize uint64) string {
+	perLog := uint64(0x100000000) / segSize
+	return fmt.Sprintf("%08X%08X%08X", s.Timeline, s.Number/perLog, s.Number%perLog)
+}
+
+// Gaps returns, in order, the names of the segments missing between the
+// first and the last archived segment of each timeline, given the names of
+// the archived files (any order; compression suffixes, partial segments and
+// history and backup files are ignored). A timeline starts where its first
+// archived segment is, since a promoted server's new timeline begins in the
+// middle of the log.
+func Gaps(names []string, segSize uint64) []string {
+	byTimeline := map[uint32][]uint64{}
+	for _, n := range names {
+		n = strings.TrimSuffix(strings.TrimSuffix(n, ".gz"), ".bz2")
+		s, err := ParseSegment(n, segSize)
+		if err != nil {
+			continue
+		}
+		byTimeline[s.Timeline] = append(byTimeline[s.Timeline], s.Number)
+	}
+	var missing []string
+	for _, tli := range slices.Sorted(maps.Keys(byTimeline)) {
+		nums := byTimeline[tli]
+		slices.Sort(nums)
+		nums = slices.Compact(nums)
+		for i := 1; i < len(nums); i++ {
+			for n := nums[i-1] + 1; n < nums[i]; n++ {
+				missing = append(missing, Segment{Timeline: tli, Number: n}.Name(segSize))
+			}
+		}
+	}
+	return missing
+}

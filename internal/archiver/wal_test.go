@@ -1,0 +1,78 @@
+package archiver
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestArchivePath(t *testing.T) {
+	const pgdata = "/var/lib/postgresql/data/pgdata"
+	tests := []struct {
+		name, path, want string
+		wantErr          bool
+	}{
+		{name: "accepts archive_command's relative %p", path: "pg_wal/000000010000000000000001", want: pgdata + "/pg_wal/000000010000000000000001"},
+		{name: "accepts an absolute path in pg_wal", path: pgdata + "/pg_wal/00000002.history", want: pgdata + "/pg_wal/00000002.history"},
+		{name: "accepts a backup history file", path: "pg_wal/000000010000000000000006.00000028.backup", want: pgdata + "/pg_wal/000000010000000000000006.00000028.backup"},
+		{name: "accepts a partial segment", path: "pg_wal/000000010000000000000006.partial", want: pgdata + "/pg_wal/000000010000000000000006.partial"},
+		{name: "refuses a path out of pg_wal", path: "pg_wal/../global/pg_control", wantErr: true},
+		{name: "refuses a file that is no WAL", path: "pg_wal/RECOVERYXLOG", wantErr: true},
+		{name: "refuses lower-case hex", path: "pg_wal/00000001000000000000000a", wantErr: true},
+		{name: "refuses another data directory", path: "/etc/pg_wal/000000010000000000000001", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ArchivePath(pgdata, pgdata, tt.path)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("ArchivePath(%q) = %q, %v; want %q, error %v", tt.path, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRestorePath(t *testing.T) {
+	const pgdata = "/data"
+	if got, err := RestorePath(pgdata, pgdata, "00000002.history", "pg_wal/RECOVERYHISTORY"); err != nil || got != "/data/pg_wal/RECOVERYHISTORY" {
+		t.Errorf("restore_command's own %%f and %%p: %q, %v", got, err)
+	}
+	if _, err := RestorePath(pgdata, pgdata, "../../etc/passwd", "pg_wal/RECOVERYXLOG"); err == nil {
+		t.Error("accepts a name that is no WAL file")
+	}
+	if _, err := RestorePath(pgdata, pgdata, "000000010000000000000001", "/tmp/x"); err == nil {
+		t.Error("accepts a destination out of pg_wal")
+	}
+}
+
+func TestSegment(t *testing.T) {
+	s, err := ParseSegment("0000000200000001000000FF", DefaultSegmentSize)
+	if err != nil || s != (Segment{Timeline: 2, Number: 256 + 255}) {
+		t.Fatalf("ParseSegment = %+v, %v", s, err)
+	}
+	if got := (Segment{Timeline: 2, Number: 512}).Name(DefaultSegmentSize); got != "000000020000000200000000" {
+		t.Errorf("the segment after 0000000200000001000000FF is %s", got)
+	}
+	if _, err := ParseSegment("000000010000000000000100", DefaultSegmentSize); err == nil {
+		t.Error("accepts segment 0x100 of 16 MB segments (256 per log)")
+	}
+}
+
+func TestGaps(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+		want  []string
+	}{
+		{name: "finds none in a contiguous archive, compressed or not", files: []string{"000000010000000000000001.gz", "000000010000000000000002", "000000010000000000000003.bz2"}},
+		{name: "finds a missing segment", files: []string{"000000010000000000000001", "000000010000000000000003"}, want: []string{"000000010000000000000002"}},
+		{name: "crosses a log boundary", files: []string{"0000000100000000000000FE", "000000010000000100000001"}, want: []string{"0000000100000000000000FF", "000000010000000100000000"}},
+		{name: "counts each timeline from its first segment", files: []string{"000000010000000000000001", "000000010000000000000002", "000000020000000000000002", "000000020000000000000003", "00000002.history"}},
+		{name: "ignores history, backup and partial files", files: []string{"000000010000000000000001", "000000010000000000000002.00000028.backup", "000000010000000000000002.partial", "000000010000000000000002"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Gaps(tt.files, DefaultSegmentSize); !slices.Equal(got, tt.want) {
+				t.Errorf("Gaps = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
