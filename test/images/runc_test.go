@@ -50,8 +50,11 @@ func engineImages(t *testing.T) map[string]string {
 		if !ok {
 			t.Fatalf("%s: line %q: want '<name> <file>'", list, sc.Text())
 		}
+		// Not the backup sidecar's image either: it runs the agent's
+		// binary from the pod's shared volume (TestObjectStoreOnRealNode
+		// and test/realnode run it in pods).
 		if !strings.Contains(name, "/pause:") && !strings.HasPrefix(name, devcluster.InstanceImageRepository+":") &&
-			!strings.HasPrefix(name, devcluster.ManagerImageRepository+":") {
+			!strings.HasPrefix(name, devcluster.ManagerImageRepository+":") && !strings.HasPrefix(name, devcluster.BackupImageRepository+":") {
 			out[name] = file
 		}
 	}
