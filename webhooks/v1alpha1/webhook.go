@@ -61,14 +61,14 @@ func SetupWebhookWithManager(mgr ctrl.Manager, r rules.Rules) error {
 	refs := APIReferences{Reader: mgr.GetAPIReader()}
 	mutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: r, References: refs}))
 	mutating.Handler = Guard(mutating.Handler)
-	mutating.LogConstructor = requestLogger
+	mutating.LogConstructor = requestLogger(dbv1.DatabaseKind)
 	validating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: r, References: refs}))
 	validating.Handler = Guard(validating.Handler)
-	validating.LogConstructor = requestLogger
+	validating.LogConstructor = requestLogger(dbv1.DatabaseKind)
 	backupMutating := admission.WithDefaulter(mgr.GetScheme(), admission.Defaulter[*dbv1.Backup](&BackupDefaulter{Rules: r}))
-	backupMutating.LogConstructor = backupRequestLogger
+	backupMutating.LogConstructor = requestLogger(dbv1.BackupKind)
 	backupValidating := admission.WithValidator(mgr.GetScheme(), admission.Validator[*dbv1.Backup](&BackupValidator{Rules: r}))
-	backupValidating.LogConstructor = backupRequestLogger
+	backupValidating.LogConstructor = requestLogger(dbv1.BackupKind)
 	server := mgr.GetWebhookServer()
 	server.Register(MutatePath, mutating)
 	server.Register(ValidatePath, validating)
@@ -77,16 +77,18 @@ func SetupWebhookWithManager(mgr ctrl.Manager, r rules.Rules) error {
 	return nil
 }
 
-// requestLogger names the Database and the request in the webhooks' log
-// lines, as controller-runtime's builder does.
-func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
-	log := base.WithValues("webhookGroup", dbv1.GroupVersion.Group, "webhookKind", dbv1.DatabaseKind)
-	if req == nil {
-		return log
+// requestLogger names the object of kind and the request in the webhooks'
+// log lines, as controller-runtime's builder does.
+func requestLogger(kind string) func(logr.Logger, *admission.Request) logr.Logger {
+	return func(base logr.Logger, req *admission.Request) logr.Logger {
+		log := base.WithValues("webhookGroup", dbv1.GroupVersion.Group, "webhookKind", kind)
+		if req == nil {
+			return log
+		}
+		return log.WithValues(kind, klog.KRef(req.Namespace, req.Name),
+			"namespace", req.Namespace, "name", req.Name, "resource", req.Resource,
+			"user", req.UserInfo.Username, "requestID", req.UID)
 	}
-	return log.WithValues(dbv1.DatabaseKind, klog.KRef(req.Namespace, req.Name),
-		"namespace", req.Namespace, "name", req.Name, "resource", req.Resource,
-		"user", req.UserInfo.Username, "requestID", req.UID)
 }
 
 // DatabaseDefaulter is the mutating admission webhook of Databases: it
@@ -180,18 +182,6 @@ func invalid(db *dbv1.Database, errs field.ErrorList) error {
 		return nil
 	}
 	return apierrors.NewInvalid(schema.GroupKind{Group: dbv1.GroupVersion.Group, Kind: dbv1.DatabaseKind}, db.Name, errs)
-}
-
-// backupRequestLogger names the Backup and the request in the webhooks'
-// log lines.
-func backupRequestLogger(base logr.Logger, req *admission.Request) logr.Logger {
-	log := base.WithValues("webhookGroup", dbv1.GroupVersion.Group, "webhookKind", dbv1.BackupKind)
-	if req == nil {
-		return log
-	}
-	return log.WithValues(dbv1.BackupKind, klog.KRef(req.Namespace, req.Name),
-		"namespace", req.Namespace, "name", req.Name, "resource", req.Resource,
-		"user", req.UserInfo.Username, "requestID", req.UID)
 }
 
 // BackupDefaulter is the mutating admission webhook of Backups: it applies
