@@ -473,6 +473,29 @@ func (e *env) restore(name, backupID string, recovery ...string) (*pgx.Conn, tim
 	return conn, took
 }
 
+// startSource initializes and starts the source server, archiving through
+// its sidecar into st as the operator would configure it, with the table
+// rows, and returns it with a connection.
+func (e *env) startSource(st archiver.Store) (*instance, *pgx.Conn) {
+	e.t.Helper()
+	src := e.newInstance("source")
+	initdb := exec.Command(filepath.Join(pgBin, "initdb"), "-D", src.pgdata, "-U", "postgres", "--auth=trust", "--no-sync")
+	initdb.Env = []string{"PATH=" + pgBin + ":/usr/bin:/bin", "LANG=C.UTF-8", "LC_ALL=C"}
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		e.t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	src.startSidecar(st)
+	src.startServer("-c", "wal_level=replica", "-c", "archive_mode=on",
+		"-c", fmt.Sprintf("archive_command=%s %s --socket %s %%p", e.bin, archiver.CommandArchive, src.socket()))
+	conn := src.waitReady(30*time.Second, true)
+	if _, err := conn.Exec(context.Background(), "CREATE TABLE rows (n int PRIMARY KEY, at timestamptz NOT NULL)"); err != nil {
+		_ = conn.Close(context.Background())
+		e.t.Fatal(err)
+	}
+	return src, conn
+}
+
 // TestArchiveBackupRestore proves the backup design outside Kubernetes with
 // the real components: PostgreSQL 15 archives its WAL continuously through
 // the agent's archive_command and the sidecar's barman-cloud into versitygw
@@ -487,21 +510,8 @@ func TestArchiveBackupRestore(t *testing.T) {
 	st := e.storeConfig()
 
 	// The source server, as the operator would configure it.
-	src := e.newInstance("source")
-	initdb := exec.Command(filepath.Join(pgBin, "initdb"), "-D", src.pgdata, "-U", "postgres", "--auth=trust", "--no-sync")
-	initdb.Env = []string{"PATH=" + pgBin + ":/usr/bin:/bin", "LANG=C.UTF-8", "LC_ALL=C"}
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	src.startSidecar(st)
-	src.startServer("-c", "wal_level=replica", "-c", "archive_mode=on",
-		"-c", fmt.Sprintf("archive_command=%s %s --socket %s %%p", e.bin, archiver.CommandArchive, src.socket()))
-	conn := src.waitReady(30*time.Second, true)
+	src, conn := e.startSource(st)
 	defer func() { _ = conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, "CREATE TABLE rows (n int PRIMARY KEY, at timestamptz NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
 
 	// Archive lag: from closing a segment to its being in the store.
 	lags := make([]time.Duration, 0, 3)

@@ -10,11 +10,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -139,21 +137,9 @@ func TestAgentRestore(t *testing.T) {
 	ctx := context.Background()
 	st := e.storeConfig()
 
-	src := e.newInstance("source")
-	initdb := exec.Command(filepath.Join(pgBin, "initdb"), "-D", src.pgdata, "-U", "postgres", "--auth=trust", "--no-sync")
-	initdb.Env = []string{"PATH=" + pgBin + ":/usr/bin:/bin", "LANG=C.UTF-8", "LC_ALL=C"}
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	src.startSidecar(st)
-	src.startServer("-c", "wal_level=replica", "-c", "archive_mode=on",
-		"-c", fmt.Sprintf("archive_command=%s %s --socket %s %%p", e.bin, archiver.CommandArchive, src.socket()))
-	conn := src.waitReady(30*time.Second, true)
+	// The source server, as the operator would configure it.
+	src, conn := e.startSource(st)
 	defer func() { _ = conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, "CREATE TABLE rows (n int PRIMARY KEY, at timestamptz NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
 	// The source's user has a password of its own, which the restored
 	// server must not keep.
 	if _, err := conn.Exec(ctx, "ALTER ROLE postgres PASSWORD 'the source''s password'"); err != nil {
