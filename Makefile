@@ -107,7 +107,7 @@ FUZZ_TIME ?= 30s
 test-faults: k8s-tools ## Run the fault soaks on devcluster (DBKEEPER_FAULTS=long) and the long replication simulation, then fuzz each admission target for FUZZ_TIME.
 	DBKEEPER_FAULTS=long go test -count=1 -timeout 40m -v ./test/faults/ || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
-	DBKEEPER_FAULTS=long go test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/controller/
+	DBKEEPER_FAULTS=long go test -count=1 -timeout 60m -run '^TestSimulation(Synchronous)?$$' -v ./internal/controller/
 	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzAdmission$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
@@ -128,6 +128,24 @@ bench: k8s-tools ## Benchmark dbkeeper beside the API server's floor on devclust
 	bin/bench -n $(BENCH_N) -concurrency $(BENCH_CONCURRENCY) -steady $(BENCH_STEADY) -out $(BENCH_OUT) \
 		-doc docs/benchmarks.md -doc-plot benchmarks.png $(BENCH_ARGS)
 	go -C test/bench/plot run . -in $(abspath $(BENCH_OUT)) -out $(CURDIR)/docs/benchmarks.png
+
+# `make bench-replication`: pgbench through a 3-replica postgres Database's
+# Service on devcluster's real node while faults are injected (switchover,
+# pod deleted, postgres killed, network cut), BENCH_REPL_RUNS runs of each;
+# the figures go to BENCH_REPL_OUT, the section to stdout and
+# docs/benchmarks.md. BENCH_REPL_ARGS are more flags (go run
+# ./test/benchreplication -h). Needs root, like the real-node tests.
+BENCH_REPL_RUNS ?= 5
+BENCH_REPL_CLIENTS ?= 4
+BENCH_REPL_OUT ?= bin/bench-replication.json
+BENCH_REPL_ARGS ?=
+
+.PHONY: bench-replication
+bench-replication: k8s-tools node-tools engine-images ## Measure write pauses, losses and TPS of a 3-replica postgres across faults on the real node (BENCH_REPL_RUNS=5: about 35 minutes on two idle cores) and update docs/benchmarks.md.
+	go build -o bin/bench-replication ./test/benchreplication
+	bin/bench-replication -runs $(BENCH_REPL_RUNS) -clients $(BENCH_REPL_CLIENTS) -out $(BENCH_REPL_OUT) \
+		-doc docs/benchmarks.md -doc-plot benchmarks-replication.png $(BENCH_REPL_ARGS)
+	go -C test/bench/plot run . -replication -in $(abspath $(BENCH_REPL_OUT)) -out $(CURDIR)/docs/benchmarks-replication.png
 
 .PHONY: bench-go
 bench-go: ## Run the Go microbenchmarks (defaulting and validation, builders).

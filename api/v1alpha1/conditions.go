@@ -70,6 +70,11 @@ const (
 	ReasonWaitingForReplicas = "WaitingForReplicas"
 	// ReasonReplicasReady: all replicas of the current revision are ready.
 	ReasonReplicasReady = "ReplicasReady"
+	// ReasonTLSPending: the server's TLS certificate (the Secret
+	// <name>-tls) does not exist yet, so the credentials Secret lacks
+	// ca.crt (condition CredentialsReady). With spec.tls.issuerRef,
+	// cert-manager writes it.
+	ReasonTLSPending = "TLSPending"
 	// ReasonImagePullFailed: a pod cannot pull its image.
 	ReasonImagePullFailed = "ImagePullFailed"
 	// ReasonCrashLooping: a container of a pod keeps crashing.

@@ -51,14 +51,7 @@ func testQuantityRules(t *testing.T, c client.Client) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			name := fmt.Sprintf("quantity-%d", i)
-			want := ""
-			if tt.want != "" {
-				want = fmt.Sprintf("Database.dbkeeper.io %q is invalid: %s", name, tt.want)
-			}
-			if got := errorText(c.Create(ctx, database(name, tt.spec), client.DryRunAll)); got != want {
-				t.Errorf("creating:\n got  %s\n want %s", got, want)
-			}
+			checkCreate(t, c, fmt.Sprintf("quantity-%d", i), tt.spec, tt.want)
 		})
 	}
 

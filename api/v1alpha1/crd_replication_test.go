@@ -80,13 +80,31 @@ func errorText(err error) string {
 	return err.Error()
 }
 
+// checkCreate creates, dry-run, a Database name with spec as plain JSON
+// (values the typed client could not send) and checks the API server's
+// answer: admitted when want is "", else refused with want after "is
+// invalid: ".
+func checkCreate(t *testing.T, c client.Client, name string, spec map[string]any, want string) {
+	t.Helper()
+	db := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": dbv1.GroupVersion.String(), "kind": dbv1.DatabaseKind,
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec":     spec,
+	}}
+	if want != "" {
+		want = fmt.Sprintf("Database.dbkeeper.io %q is invalid: %s", name, want)
+	}
+	if got := errorText(c.Create(context.Background(), db, client.DryRunAll)); got != want {
+		t.Errorf("creating:\n got  %s\n want %s", got, want)
+	}
+}
+
 // testFailoverTimeoutRules checks, against an API server with the CRD and
 // no webhooks, that spec.failoverTimeout must be a duration from 10s to
 // 10m, and is refused for mysql, which has no standby to fail over to. The
 // values are sent as text: a malformed one must be refused before anything
 // stores it, since no client could decode the Database afterwards.
 func testFailoverTimeoutRules(t *testing.T, c client.Client) {
-	ctx := context.Background()
 	const outOfRange = "must be a duration between 10s and 10m, such as 30s or 2m"
 	tests := []struct {
 		name, engine, timeout string
@@ -113,18 +131,44 @@ func testFailoverTimeoutRules(t *testing.T, c client.Client) {
 			if tt.engine != "" {
 				spec["engine"] = tt.engine
 			}
-			db := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": dbv1.GroupVersion.String(), "kind": dbv1.DatabaseKind,
-				"metadata": map[string]any{"name": name, "namespace": "default"},
-				"spec":     spec,
-			}}
-			want := ""
-			if tt.want != "" {
-				want = fmt.Sprintf("Database.dbkeeper.io %q is invalid: %s", name, tt.want)
+			checkCreate(t, c, name, spec, tt.want)
+		})
+	}
+}
+
+// testSynchronousRules checks, against an API server with the CRD and no
+// webhooks, that spec.synchronous.standbys is between 1 and replicas-1
+// (an unset replicas being 1) and that mysql refuses spec.synchronous.
+func testSynchronousRules(t *testing.T, c client.Client) {
+	const standbysError = "spec.synchronous.standbys: Invalid value: must be at most spec.replicas - 1, " +
+		"the number of standbys: lower spec.synchronous.standbys, raise spec.replicas, or remove spec.synchronous"
+	tests := []struct {
+		name     string
+		engine   string
+		replicas int64 // 0: unset
+		standbys int64
+		want     string
+	}{
+		{name: "one of two standbys", replicas: 3, standbys: 1},
+		{name: "every standby", engine: "postgres", replicas: 3, standbys: 2},
+		{name: "as many as the pods", replicas: 3, standbys: 3, want: standbysError},
+		{name: "replicas unset, so 1", standbys: 1, want: standbysError},
+		{name: "no standby", replicas: 3, standbys: 0,
+			want: "spec.synchronous.standbys: Invalid value: 0: spec.synchronous.standbys in body should be greater than or equal to 1"},
+		{name: "mysql", engine: "mysql", standbys: 1,
+			want: "spec.synchronous: Forbidden: synchronous replication is supported for postgres only: remove spec.synchronous"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("synchronous-%d", i)
+			spec := map[string]any{"synchronous": map[string]any{"standbys": tt.standbys}}
+			if tt.engine != "" {
+				spec["engine"] = tt.engine
 			}
-			if got := errorText(c.Create(ctx, db, client.DryRunAll)); got != want {
-				t.Errorf("creating:\n got  %s\n want %s", got, want)
+			if tt.replicas != 0 {
+				spec["replicas"] = tt.replicas
 			}
+			checkCreate(t, c, name, spec, tt.want)
 		})
 	}
 }

@@ -128,6 +128,7 @@ func TestCRD(t *testing.T) {
 
 	t.Run("the schema alone holds the engine catalog's replicas limits", func(t *testing.T) { testReplicasRules(t, c) })
 	t.Run("the schema alone holds the failover timeout's bounds", func(t *testing.T) { testFailoverTimeoutRules(t, c) })
+	t.Run("the schema alone holds the synchronous standbys' bounds", func(t *testing.T) { testSynchronousRules(t, c) })
 	t.Run("the schema alone refuses quantities too slow to parse", func(t *testing.T) { testQuantityRules(t, c) })
 
 	t.Run("a mysql Database stored with three replicas can still be labelled and deleted", func(t *testing.T) {
@@ -172,6 +173,7 @@ func TestCRD(t *testing.T) {
 	t.Run("transition rules hold without the webhooks", func(t *testing.T) { testTransitionRules(t, c) })
 	t.Run("deletionProtection holds without the webhooks", func(t *testing.T) { testDeletionProtectionPolicy(t, c) })
 	t.Run("the backup and bootstrap rules hold without the webhooks", func(t *testing.T) { testBackupRules(t, c) })
+	t.Run("the tls rules hold without the webhooks", func(t *testing.T) { testTLSRules(t, c) })
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
 		path := testenv.AdminKubeconfig(t, env)

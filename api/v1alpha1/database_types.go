@@ -31,6 +31,18 @@ const (
 	DeletionPolicyDelete DeletionPolicy = "Delete"
 )
 
+// NetworkPolicyMode says whether dbkeeper gives a Database a NetworkPolicy.
+// +kubebuilder:validation:Enum=Managed;None
+type NetworkPolicyMode string
+
+const (
+	// NetworkPolicyManaged gives the Database a NetworkPolicy that admits
+	// its port from anywhere and its agents' port only from the operator.
+	NetworkPolicyManaged NetworkPolicyMode = "Managed"
+	// NetworkPolicyNone gives it none, and deletes the one dbkeeper made.
+	NetworkPolicyNone NetworkPolicyMode = "None"
+)
+
 // Phase is a one-word summary of a Database's conditions, for humans.
 // Automation should read the conditions instead.
 type Phase string
@@ -96,13 +108,16 @@ type StorageSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.engine) && self.engine != 'postgres') || !has(self.replicas) || self.replicas <= 9",message="must be at most 9 for postgres: one primary and at most 8 streaming standbys",fieldPath=".replicas",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.replicas) || self.replicas <= 1",message="must be 1 for mysql: dbkeeper does not run replication for mysql yet, and more replicas would be independent servers with diverging data behind one Service",fieldPath=".replicas",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.synchronous) || (has(self.engine) && self.engine != 'postgres') || (has(self.replicas) && self.synchronous.standbys < self.replicas)",message="must be at most spec.replicas - 1, the number of standbys: lower spec.synchronous.standbys, raise spec.replicas, or remove spec.synchronous",fieldPath=".synchronous.standbys",reason=FieldValueInvalid
+// +kubebuilder:validation:XValidation:rule="!has(self.synchronous) || !has(self.engine) || self.engine == 'postgres'",message="synchronous replication is supported for postgres only: remove spec.synchronous",fieldPath=".synchronous",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.engine) || self.engine != 'mysql' || !has(self.failoverTimeout)",message="mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",fieldPath=".failoverTimeout",reason=FieldValueForbidden
 //
-// The backup and bootstrap rules: both are for postgres only, and the
+// The backup, tls and bootstrap rules: all are for postgres only, and the
 // bootstrap happens once, when the Database is created.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.engine) || self.engine == 'postgres'",message="backups are supported for postgres only",fieldPath=".backup",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.recovery) || !has(self.engine) || self.engine == 'postgres'",message="recovery from backups is supported for postgres only",fieldPath=".bootstrap.recovery",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.engine) || self.engine == 'postgres'",message="TLS settings are supported for postgres only: remove spec.tls for mysql",fieldPath=".tls",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="field is immutable: a Database is bootstrapped once, when it is created",fieldPath=".bootstrap",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
@@ -186,6 +201,15 @@ type DatabaseSpec struct {
 	// +optional
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 
+	// networkPolicy says whether dbkeeper gives the Database a
+	// NetworkPolicy <name> over its pods: Managed (the default) admits the
+	// database port from anywhere and the instance agents' port (postgres)
+	// only from the operator's pods; None gives it none, for a cluster whose
+	// policies are managed elsewhere. A cluster whose network plugin does
+	// not enforce NetworkPolicies ignores it.
+	// +optional
+	NetworkPolicy NetworkPolicyMode `json:"networkPolicy,omitempty"`
+
 	// deletionProtection, when true, makes the API server refuse to delete
 	// the Database. Set it to false before deleting.
 	// +optional
@@ -212,6 +236,24 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(self) <= 32 && self.matches('^([0-9]+(\\\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="must be a duration between 10s and 10m, such as 30s or 2m"
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 
+	// synchronous makes the commits of a replicated postgres Database
+	// synchronous: the primary acknowledges a commit only once standbys of
+	// the Database have written it to disk, so that a failover never loses
+	// an acknowledged commit. Unset, replication is asynchronous: a commit
+	// is acknowledged once it is on the primary's disk, and a failover may
+	// lose the last ones the primary acknowledged.
+	//
+	// The cost: every commit waits for a round trip to standbys.standbys
+	// standbys and their flush; and writes stop, waiting, whenever fewer
+	// than standbys standbys stream from the primary (a standby restarting,
+	// a node lost), until enough stream again. Reads go on. A failover
+	// promotes a standby only once dbkeeper has heard from enough standbys
+	// to be sure it chooses one holding every acknowledged commit
+	// (replicas-standbys of the replicas-1 standbys), and otherwise waits,
+	// saying so in the SwitchingOver condition (docs/replication.md §23).
+	// +optional
+	Synchronous *SynchronousReplication `json:"synchronous,omitempty"`
+
 	// backup turns on continuous archiving of the write-ahead log and base
 	// backups to an S3-compatible object store, with barman-cloud in a
 	// sidecar of each pod (postgres only). Only the primary archives.
@@ -224,6 +266,33 @@ type DatabaseSpec struct {
 	// Database's backups (postgres only). Immutable.
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// tls configures the server's TLS for clients and replication
+	// (postgres only). TLS is on for every postgres Database, with a
+	// certificate from a certificate authority dbkeeper runs for the
+	// Database unless issuerRef names a cert-manager issuer. The server's
+	// certificate names <name>, <name>-ro, <name>-headless and each pod
+	// <name>-<ordinal>.<name>-headless, each also with .<namespace>,
+	// .<namespace>.svc and .<namespace>.svc.cluster.local.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+}
+
+// SynchronousReplication is a quorum of standbys that must have written a
+// commit to disk before the primary acknowledges it: PostgreSQL's
+// synchronous_standby_names = 'ANY <standbys> (<every other pod>)', with
+// synchronous_commit on.
+type SynchronousReplication struct {
+	// standbys is how many standbys must have flushed a commit before the
+	// primary acknowledges it, from 1 to replicas-1. Any standbys count,
+	// whichever answer first. With standbys = replicas-1, every standby
+	// must answer: a commit is on every server, any standby can take over,
+	// and writes stop while any standby is down. With fewer, writes go on
+	// while one or more standbys are down, but a failover needs to hear
+	// from replicas-standbys standbys before it promotes one.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=8
+	Standbys int32 `json:"standbys"`
 }
 
 // DatabaseStatus is the observed state of a Database.

@@ -3,7 +3,7 @@
 // the operator sends (internal/instance, docs/replication.md §3).
 //
 //	dbkeeper-instance install DIR               copy this binary to DIR (init container)
-//	dbkeeper-instance run [--listen :8008] -- FLAGS   run the server with FLAGS
+//	dbkeeper-instance run [--listen :8008] -- FLAGS   run the server with FLAGS, serving the agent API over mutual TLS
 //	dbkeeper-instance archiver [--socket PATH]         serve barman-cloud to the server (backup sidecar)
 //	dbkeeper-instance archive [--socket PATH] WAL      archive_command: archive %p through the sidecar
 //	dbkeeper-instance restore [--socket PATH] [--recovery] NAME DEST restore_command: fetch %f into %p through the sidecar
@@ -102,7 +102,7 @@ func install(dir string) error {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	listen := fs.String("listen", ":"+strconv.Itoa(instance.Port), "HTTP listen address")
+	listen := fs.String("listen", ":"+strconv.Itoa(instance.Port), "the agent API's HTTPS listen address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -181,6 +181,11 @@ func restoreWAL(args []string) error {
 	dest, err := filepath.Abs(fs.Arg(1))
 	if err != nil {
 		return err
+	}
+	if !*recovery && archiver.HeldInPGWAL(filepath.Dir(dest), fs.Arg(0)) {
+		// The server reads it from its own pg_wal: no fetch from the
+		// store, no line in the server's log.
+		os.Exit(1)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), walTimeout)
 	c := archiver.NewClient(*socket)

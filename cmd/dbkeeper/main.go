@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -60,6 +61,8 @@ func main() {
 		instanceImage           string
 		agentUnreachable        string
 		backupImage             string
+		operatorNamespace       string
+		operatorPodLabels       string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -103,6 +106,11 @@ func main() {
 	flag.StringVar(&backupImage, "backup-image", desired.DefaultBackupImage,
 		"Image of the backup sidecar (barman-cloud) that postgres pods with spec.backup run. "+
 			"Changing it restarts those pods once, in their StatefulSet's rolling update.")
+	flag.StringVar(&operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
+		"Namespace of the manager's pods, the only pods the Databases' NetworkPolicies admit to the instance agents' port. "+
+			"Defaults to POD_NAMESPACE; empty (a manager outside the cluster): no pod may reach the agents' port.")
+	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "app.kubernetes.io/name=dbkeeper,control-plane=controller-manager",
+		"Labels of the manager's pods in --operator-namespace, as key=value,key=value, for the same NetworkPolicy rule.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -121,6 +129,11 @@ func main() {
 			os.Exit(1)
 		}
 		unreachable = append(unreachable, p.Masked())
+	}
+	podLabels, err := labels.ConvertSelectorToLabelsMap(operatorPodLabels)
+	if err != nil || len(podLabels) == 0 {
+		log.Error(err, "invalid --operator-pod-labels: need key=value pairs separated by commas, such as control-plane=controller-manager")
+		os.Exit(1)
 	}
 	if backoffBase <= 0 || backoffMax < backoffBase {
 		log.Error(nil, "invalid backoff: need 0 < --backoff-base <= --backoff-max", "base", backoffBase, "max", backoffMax)
@@ -204,6 +217,7 @@ func main() {
 		InstanceImage:           instanceImage,
 		AgentUnreachable:        unreachable,
 		BackupImage:             backupImage,
+		Operator:                desired.OperatorPeer{Namespace: operatorNamespace, PodLabels: podLabels},
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
 		os.Exit(1)

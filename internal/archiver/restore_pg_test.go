@@ -20,6 +20,8 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	agent "github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
 	"github.com/dbkeeper/dbkeeper/internal/process"
 )
 
@@ -54,10 +56,12 @@ func (i *instance) startRestoreSidecar(src archiver.Store, own *archiver.Store) 
 	})
 }
 
-// agentAt is a running instance agent: its HTTP address and process.
+// agentAt is a running instance agent: its HTTPS address, its
+// certificates and its process.
 type agentAt struct {
-	addr string
-	proc *process.Process
+	addr  string
+	certs *agenttest.Certs
+	proc  *process.Process
 }
 
 // startAgent runs the instance agent on i as the postgres container of
@@ -82,12 +86,19 @@ func (i *instance) startAgent(target string, archive bool) *agentAt {
 			"-c", fmt.Sprintf("archive_command=%s %s --socket %s %%p", e.bin, archiver.CommandArchive, i.socket()))
 	}
 	volume := filepath.Join(e.base, i.name)
-	a := &agentAt{addr: addr, proc: &process.Process{
+	secrets := filepath.Join(volume, "secrets")
+	certs := agenttest.New(e.t, i.name+".ns.dbkeeper-agent")
+	agenttest.WriteFiles(e.t, secrets, map[string][]byte{
+		agent.SecretFileSuperuserPassword: []byte("unused"), agent.SecretFileReplicationPassword: []byte("repl"),
+		agent.SecretFileAppPassword: []byte("app"), agent.SecretFileAgentCA: certs.CA.CertPEM,
+		agent.SecretFileAgentCert: certs.Server.CertPEM, agent.SecretFileAgentKey: certs.Server.KeyPEM,
+	})
+	a := &agentAt{addr: addr, certs: certs, proc: &process.Process{
 		Name: i.name + "-agent", Path: e.bin, Args: append([]string{agent.CommandRun, "--listen", addr, "--"}, flags...),
 		Env: []string{"PATH=" + pgBin + ":/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + volume,
-			"PGDATA=" + i.pgdata, "POSTGRES_USER=postgres", "POSTGRES_PASSWORD=unused",
-			agent.EnvPodName + "=" + i.name + "-0", agent.EnvToken + "=token",
-			agent.EnvReplicationUser + "=dbkeeper_replication", agent.EnvReplicationPassword + "=repl",
+			"PGDATA=" + i.pgdata, "POSTGRES_USER=postgres",
+			agent.EnvPodName + "=" + i.name + "-0", agent.EnvPodNamespace + "=ns", agent.EnvSecretsDir + "=" + secrets,
+			agent.EnvAppUser + "=app", agent.EnvAppDatabase + "=app", agent.EnvReplicationUser + "=dbkeeper_replication",
 			agent.EnvEntrypoint + "=" + entryPath, agent.EnvStateFile + "=" + filepath.Join(volume, "state.json"),
 			agent.EnvPort + "=" + strconv.Itoa(i.port), agent.EnvSocketDir + "=" + i.run, agent.EnvArchiverSocket + "=" + i.socket(),
 			agent.EnvRecoveryTarget + "=" + target},
@@ -109,7 +120,9 @@ func (a *agentAt) waitReady(e *env, timeout time.Duration) {
 		if _, _, ok := a.proc.Running(); !ok {
 			return fmt.Errorf("the agent exited: %w", a.proc.ExitErr())
 		}
-		resp, err := http.Get("http://" + a.addr + agent.PathReady)
+		// As the kubelet's probe: HTTPS, no client certificate.
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: a.certs.ClientTLS(e.t, pki.KeyPair{})}}
+		resp, err := hc.Get("https://" + a.addr + agent.PathReady)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package archiver
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -115,4 +116,39 @@ func Gaps(names []string, segSize uint64) []string {
 		}
 	}
 	return missing
+}
+
+// HeldInPGWAL reports whether the server's own pg_wal (the directory of
+// restore_command's %p) already holds the file name whole, so that
+// restore_command may answer "not available" at once and let the server
+// read it from pg_wal: a timeline history file that is there, or a segment
+// that is there with an archive status (.ready or .done). A standby
+// restarted in standby mode asks the archive before pg_wal for every
+// segment it replays, and a fetch from the object store costs seconds,
+// which a failover's restarted candidate spends before it answers.
+//
+// The archive status is what proves a segment whole: PostgreSQL writes it
+// (archive_mode always, as with backups) when the WAL receiver closes a
+// segment it finished, or one it ended at a timeline switch, and for a
+// segment restored from the archive, and removes it when the file is
+// recycled under a future segment's name. A segment being received, or a
+// recycled or pre-allocated one, has none, and is fetched from the archive
+// as before.
+func HeldInPGWAL(pgwal, name string) bool {
+	switch {
+	case len(name) == 24 && IsWALFileName(name):
+		if _, err := os.Stat(filepath.Join(pgwal, name)); err != nil {
+			return false
+		}
+		for _, status := range []string{".ready", ".done"} {
+			if _, err := os.Stat(filepath.Join(pgwal, "archive_status", name+status)); err == nil {
+				return true
+			}
+		}
+		return false
+	case strings.HasSuffix(name, ".history") && IsWALFileName(name):
+		_, err := os.Stat(filepath.Join(pgwal, name))
+		return err == nil
+	}
+	return false
 }

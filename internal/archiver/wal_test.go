@@ -1,6 +1,8 @@
 package archiver
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -74,5 +76,44 @@ func TestGaps(t *testing.T) {
 				t.Errorf("Gaps = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestHeldInPGWAL(t *testing.T) {
+	pgwal := t.TempDir()
+	if err := os.Mkdir(filepath.Join(pgwal, "archive_status"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(pgwal, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("000000020000000000000009") // finished, archived
+	write("archive_status/000000020000000000000009.done")
+	write("00000002000000000000000A") // finished, not archived yet
+	write("archive_status/00000002000000000000000A.ready")
+	write("00000002000000000000000B")                     // being received, or recycled
+	write("archive_status/00000002000000000000000C.done") // a status whose file is gone
+	write("00000002.history")
+	for _, c := range []struct {
+		name string
+		want bool
+	}{
+		{"000000020000000000000009", true},
+		{"00000002000000000000000A", true},
+		{"00000002000000000000000B", false},
+		{"00000002000000000000000C", false},
+		{"00000003000000000000000A", false}, // another timeline's segment
+		{"00000002.history", true},
+		{"00000003.history", false}, // the probe for a newer timeline
+		{"000000020000000000000009.partial", false},
+		{"000000020000000000000009.00000028.backup", false},
+		{"../000000020000000000000009", false},
+	} {
+		if got := HeldInPGWAL(pgwal, c.name); got != c.want {
+			t.Errorf("HeldInPGWAL(%q) = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -106,6 +106,25 @@ var postgresReplicationParameters = []string{
 	"restore_command", "promote_trigger_file",
 }
 
+// forTLS is the reason dbkeeper owns the server's TLS settings.
+const forTLS = "owned by dbkeeper for TLS, which is always on: set spec.tls instead"
+
+// postgresTLSParameters are the postgres settings of the server's TLS
+// certificate, which the instance agent sets (docs/replication.md §22).
+// The others (ssl_min_protocol_version, ssl_ciphers...) stay the user's.
+var postgresTLSParameters = []string{"ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"}
+
+// mergeReasons returns the union of reason maps.
+func mergeReasons(maps ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // reasons returns the same reason for each key.
 func reasons(reason string, keys []string) map[string]string {
 	m := make(map[string]string, len(keys))
@@ -140,9 +159,9 @@ var entries = []EngineInfo{
 		UID:                 999,
 		MaxReplicas:         9,
 		MaxReplicasReason:   "one primary and at most 8 streaming standbys: max_wal_senders and max_replication_slots stay at PostgreSQL's default of 10 (parameters dbkeeper owns), for 8 standbys, a base backup in progress and one spare",
-		OwnedParameters: append([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
-			postgresReplicationParameters...),
-		OwnedParameterReasons: reasons(forReplication, postgresReplicationParameters),
+		OwnedParameters: slices.Concat([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
+			postgresReplicationParameters, postgresTLSParameters),
+		OwnedParameterReasons: mergeReasons(reasons(forReplication, postgresReplicationParameters), reasons(forTLS, postgresTLSParameters)),
 		WALKeepParameter:      "max_slot_wal_keep_size",
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,

@@ -16,7 +16,6 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
-	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
@@ -234,10 +233,7 @@ func TestASingleServersArchivingIsAskedEveryPollPeriod(t *testing.T) {
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(namespace), fixture.WithBackup()))
 	// The version is shown already: only archiving's answers enqueue.
 	db.Status.ServerVersion = "17.6"
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: desired.SecretName(db)},
-		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}); err != nil {
-		t.Fatal(err)
-	}
+	createInstanceSecret(t, ctx, c, db)
 	const ip = "10.245.0.10"
 	t0 := now
 	server := &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, version: "17.6",

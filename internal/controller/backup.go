@@ -15,19 +15,16 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
 // backupAgentClient calls the agents' backup API; *instance.Client in
 // production.
 type backupAgentClient interface {
-	StartBackup(ctx context.Context, podIP, token string, req instance.BackupRequest) (*instance.BackupState, error)
-	BackupStatus(ctx context.Context, podIP, token string) (*instance.BackupState, error)
-	Retention(ctx context.Context, podIP, token string, req instance.RetentionRequest) (*instance.RetentionAnswer, error)
+	StartBackup(ctx context.Context, podIP string, creds instance.AgentCredentials, req instance.BackupRequest) (*instance.BackupState, error)
+	BackupStatus(ctx context.Context, podIP string, creds instance.AgentCredentials) (*instance.BackupState, error)
+	Retention(ctx context.Context, podIP string, creds instance.AgentCredentials, req instance.RetentionRequest) (*instance.RetentionAnswer, error)
 }
-
-var _ backupAgentClient = (*instance.Client)(nil)
 
 // How often a Backup is looked at while it waits or runs.
 const (
@@ -48,6 +45,9 @@ type BackupReconciler struct {
 	Agents backupAgentClient
 	// Now is the controller's clock; nil means time.Now.
 	Now func() time.Time
+
+	// agentCreds are the Databases' agent credentials.
+	agentCreds agentCredentialCache
 }
 
 func (r *BackupReconciler) now() time.Time {
@@ -115,14 +115,14 @@ func (r *BackupReconciler) start(ctx context.Context, b *dbv1.Backup, db *dbv1.D
 		log.V(1).Info("waiting for another backup of the Database", "running", other)
 		return ctrl.Result{RequeueAfter: backupWaitInterval}, nil
 	}
-	pod, ip, token, err := r.primary(ctx, db, db.Status.CurrentPrimary)
+	pod, ip, creds, err := r.primary(ctx, db, db.Status.CurrentPrimary)
 	if err != nil {
 		log.Info("the backup waits for the primary", "reason", err.Error())
 		return ctrl.Result{RequeueAfter: backupWaitInterval}, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	run, err := r.Agents.StartBackup(actx, ip, token, instance.BackupRequest{
+	run, err := r.Agents.StartBackup(actx, ip, creds, instance.BackupRequest{
 		Name: barmanName(b), ImmediateCheckpoint: b.Spec.ImmediateCheckpoint == nil || *b.Spec.ImmediateCheckpoint, Term: db.Status.Term,
 	})
 	if err != nil {
@@ -141,7 +141,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *dbv1.Backup, db *dbv1.D
 	if run.Phase != instance.BackupRunning {
 		// The agent had run it already (an earlier start whose status
 		// write was lost).
-		return r.finish(ctx, b, db, ip, token, run)
+		return r.finish(ctx, b, db, ip, creds, run)
 	}
 	return ctrl.Result{RequeueAfter: backupPollInterval}, nil
 }
@@ -152,14 +152,14 @@ func (r *BackupReconciler) poll(ctx context.Context, b *dbv1.Backup, db *dbv1.Da
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Status.Pod}, pod); apierrors.IsNotFound(err) {
 		return ctrl.Result{}, r.fail(ctx, b, db, fmt.Sprintf("pod %s, which ran the backup, is gone: create a new Backup", b.Status.Pod))
 	}
-	_, ip, token, err := r.primary(ctx, db, b.Status.Pod)
+	_, ip, creds, err := r.primary(ctx, db, b.Status.Pod)
 	if err != nil {
 		logf.FromContext(ctx).Info("cannot ask how the backup goes", "reason", err.Error())
 		return ctrl.Result{RequeueAfter: backupWaitInterval}, nil
 	}
 	actx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	run, err := r.Agents.BackupStatus(actx, ip, token)
+	run, err := r.Agents.BackupStatus(actx, ip, creds)
 	switch {
 	case errors.Is(err, instance.ErrNoBackup) || err == nil && run.Name != barmanName(b):
 		return ctrl.Result{}, r.fail(ctx, b, db, fmt.Sprintf("the agent of pod %s restarted while the backup ran and no longer knows it: create a new Backup", b.Status.Pod))
@@ -169,12 +169,12 @@ func (r *BackupReconciler) poll(ctx context.Context, b *dbv1.Backup, db *dbv1.Da
 	case run.Phase == instance.BackupRunning:
 		return ctrl.Result{RequeueAfter: backupPollInterval}, nil
 	}
-	return r.finish(ctx, b, db, ip, token, run)
+	return r.finish(ctx, b, db, ip, creds, run)
 }
 
 // finish records a backup that ended; a completed one is the Database's
 // last successful backup, and the recovery window is applied.
-func (r *BackupReconciler) finish(ctx context.Context, b *dbv1.Backup, db *dbv1.Database, ip, token string, run *instance.BackupState) (ctrl.Result, error) {
+func (r *BackupReconciler) finish(ctx context.Context, b *dbv1.Backup, db *dbv1.Database, ip string, creds instance.AgentCredentials, run *instance.BackupState) (ctrl.Result, error) {
 	next := backupStatusOf(b.Status, run)
 	if next.Phase == dbv1.BackupPhaseFailed {
 		return ctrl.Result{}, r.fail(ctx, b, db, next.Error)
@@ -200,7 +200,7 @@ func (r *BackupReconciler) finish(ctx context.Context, b *dbv1.Backup, db *dbv1.
 		r.event(b, db, corev1.EventTypeWarning, "RetentionFailed", "%v", err)
 	} else if says != "" {
 		req.Term = db.Status.Term
-		if err := r.retention(ctx, b, db, ip, token, req, says); err != nil {
+		if err := r.retention(ctx, b, db, ip, creds, req, says); err != nil {
 			r.event(b, db, corev1.EventTypeWarning, "RetentionFailed", "applying the retention (%s) failed: %v", says, err)
 		}
 	}
@@ -213,10 +213,10 @@ func (r *BackupReconciler) finish(ctx context.Context, b *dbv1.Backup, db *dbv1.
 // retention applies the retention req (which says says) through the
 // agent, sets firstRecoverabilityPoint (in db's status, written by the
 // caller) and deletes the Backups whose backup it pruned from the store.
-func (r *BackupReconciler) retention(ctx context.Context, b *dbv1.Backup, db *dbv1.Database, ip, token string, req instance.RetentionRequest, says string) error {
+func (r *BackupReconciler) retention(ctx context.Context, b *dbv1.Backup, db *dbv1.Database, ip string, creds instance.AgentCredentials, req instance.RetentionRequest, says string) error {
 	actx, cancel := context.WithTimeout(ctx, retentionTimeout)
 	defer cancel()
-	ans, err := r.Agents.Retention(actx, ip, token, req)
+	ans, err := r.Agents.Retention(actx, ip, creds, req)
 	if err != nil {
 		return err
 	}
@@ -244,28 +244,25 @@ func (r *BackupReconciler) retention(ctx context.Context, b *dbv1.Backup, db *db
 // deletes objects, longer than a status call.
 const retentionTimeout = 2 * time.Minute
 
-// primary returns the pod named pod of db, its address and the agent's
-// token, or why the agent cannot be called.
-func (r *BackupReconciler) primary(ctx context.Context, db *dbv1.Database, name string) (string, string, string, error) {
+// primary returns the pod named pod of db, its address and the agents'
+// credentials, or why the agent cannot be called.
+func (r *BackupReconciler) primary(ctx context.Context, db *dbv1.Database, name string) (string, string, instance.AgentCredentials, error) {
+	var none instance.AgentCredentials
 	if name == "" {
-		return "", "", "", errors.New("the Database has no primary yet")
+		return "", "", none, errors.New("the Database has no primary yet")
 	}
 	pod := &corev1.Pod{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: name}, pod); err != nil {
-		return "", "", "", err
+		return "", "", none, err
 	}
 	if pod.Status.PodIP == "" || pod.Status.Phase != corev1.PodRunning {
-		return "", "", "", fmt.Errorf("pod %s is not running", name)
+		return "", "", none, fmt.Errorf("pod %s is not running", name)
 	}
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: desired.SecretName(db)}, secret); err != nil {
-		return "", "", "", fmt.Errorf("reading the agent token: %w", err)
+	creds, err := r.agentCreds.get(ctx, r.Client, db)
+	if err != nil {
+		return "", "", none, err
 	}
-	token := string(secret.Data[desired.SecretKeyAgentToken])
-	if token == "" {
-		return "", "", "", fmt.Errorf("the credentials Secret %s has no %s yet", secret.Name, desired.SecretKeyAgentToken)
-	}
-	return name, pod.Status.PodIP, token, nil
+	return name, pod.Status.PodIP, creds, nil
 }
 
 // fail makes the Backup Failed with why, for good.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,9 +43,9 @@ func (b *fakeBackups) advance(now time.Time) {
 	r.Phase, r.Result = instance.BackupCompleted, &res
 }
 
-func (f *fakeAgents) backupServer(ip, token string) (*fakeServer, error) {
-	if token != "token" {
-		return nil, errors.New("401 Unauthorized")
+func (f *fakeAgents) backupServer(ip string, creds instance.AgentCredentials) (*fakeServer, error) {
+	if err := authorize(creds); err != nil {
+		return nil, err
 	}
 	s, err := f.server(ip)
 	if err != nil {
@@ -59,10 +58,10 @@ func (f *fakeAgents) backupServer(ip, token string) (*fakeServer, error) {
 	return s, nil
 }
 
-func (f *fakeAgents) StartBackup(_ context.Context, ip, token string, req instance.BackupRequest) (*instance.BackupState, error) {
+func (f *fakeAgents) StartBackup(_ context.Context, ip string, creds instance.AgentCredentials, req instance.BackupRequest) (*instance.BackupState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.backupServer(ip, token)
+	s, err := f.backupServer(ip, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +86,10 @@ func (f *fakeAgents) StartBackup(_ context.Context, ip, token string, req instan
 	return &r, nil
 }
 
-func (f *fakeAgents) BackupStatus(_ context.Context, ip, token string) (*instance.BackupState, error) {
+func (f *fakeAgents) BackupStatus(_ context.Context, ip string, creds instance.AgentCredentials) (*instance.BackupState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.backupServer(ip, token)
+	s, err := f.backupServer(ip, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +100,10 @@ func (f *fakeAgents) BackupStatus(_ context.Context, ip, token string) (*instanc
 	return &r, nil
 }
 
-func (f *fakeAgents) Retention(_ context.Context, ip, token string, req instance.RetentionRequest) (*instance.RetentionAnswer, error) {
+func (f *fakeAgents) Retention(_ context.Context, ip string, creds instance.AgentCredentials, req instance.RetentionRequest) (*instance.RetentionAnswer, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, err := f.backupServer(ip, token)
+	s, err := f.backupServer(ip, creds)
 	if err != nil {
 		return nil, err
 	}

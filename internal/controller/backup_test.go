@@ -60,11 +60,7 @@ func newBackupFixture(t *testing.T, withBackup bool) *backupFixture {
 	if err := c.Status().Update(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: desired.SecretName(db)},
-		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	createInstanceSecret(t, ctx, c, db)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-0", Labels: desired.SelectorLabels(db)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17.6"}}}}
 	if err := c.Create(ctx, pod); err != nil {

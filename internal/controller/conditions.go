@@ -35,10 +35,16 @@ func setChildConditions(status *dbv1.DatabaseStatus, obs observation) {
 	}
 }
 
-// credentialsState reports the credentials Secret.
+// credentialsState reports the credentials Secret and the instance Secret.
 func credentialsState(obs observation) (ok bool, reason, message string) {
-	if obs.secret.err != nil {
+	switch {
+	case obs.secret.err != nil:
 		return false, dbv1.ReasonApplyFailed, obs.secret.err.Error()
+	case obs.tls.pending != "":
+		return false, dbv1.ReasonTLSPending, "TLS is pending, the credentials Secret has no ca.crt yet: " + obs.tls.pending
+	}
+	if obs.instanceSecret.err != nil {
+		return false, dbv1.ReasonApplyFailed, obs.instanceSecret.err.Error()
 	}
 	return true, dbv1.ReasonReconciled, "the credentials Secret matches the spec"
 }
@@ -48,7 +54,7 @@ func servicesState(obs observation) (ok bool, reason, message string) {
 	switch {
 	case obs.services.err != nil:
 		return false, dbv1.ReasonApplyFailed, obs.services.err.Error()
-	case obs.secret.err != nil:
+	case obs.secret.err != nil, obs.instanceSecret.err != nil:
 		return false, dbv1.ReasonApplyFailed, "waiting for the credentials Secret"
 	}
 	return true, dbv1.ReasonReconciled, "the Services match the spec"

@@ -23,7 +23,7 @@ func (r *DatabaseReconciler) reconcileDisruptionBudget(ctx context.Context, s *s
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.PodDisruptionBudgetName(s.spec)}
 	live := &policyv1.PodDisruptionBudget{}
 	if !desired.WantsPodDisruptionBudget(s.obs.replicas) {
-		return childObservation{err: r.deleteDisruptionBudget(ctx, s, key, live)}
+		return childObservation{err: r.deleteControlled(ctx, s, key, live, "the Database has one pod")}
 	}
 	want := desired.PodDisruptionBudget(s.spec)
 	c := child{
@@ -37,9 +37,10 @@ func (r *DatabaseReconciler) reconcileDisruptionBudget(ctx context.Context, s *s
 	return childObservation{err: err, blocked: res.blocked}
 }
 
-// deleteDisruptionBudget deletes the PodDisruptionBudget key when db
-// controls it; one that another object controls, or nobody, is left alone.
-func (r *DatabaseReconciler) deleteDisruptionBudget(ctx context.Context, s *scope, key client.ObjectKey, live *policyv1.PodDisruptionBudget) error {
+// deleteControlled deletes the child key, read into live, when db
+// controls it, saying why in the Event; one that another object controls,
+// or nobody, is left alone.
+func (r *DatabaseReconciler) deleteControlled(ctx context.Context, s *scope, key client.ObjectKey, live client.Object, why string) error {
 	found, err := r.getCached(ctx, key, live)
 	if err != nil || !found {
 		return err
@@ -47,15 +48,16 @@ func (r *DatabaseReconciler) deleteDisruptionBudget(ctx context.Context, s *scop
 	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != s.db.UID {
 		return nil
 	}
-	err = r.Client.Delete(ctx, live, client.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion})
+	kind := r.kindOf(live)
+	uid, version := live.GetUID(), live.GetResourceVersion()
+	err = r.Client.Delete(ctx, live, client.Preconditions{UID: &uid, ResourceVersion: &version})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("deleting PodDisruptionBudget %s: %w", key.Name, err)
+		return fmt.Errorf("deleting %s %s: %w", kind.Kind, key.Name, err)
 	}
-	kind := r.kindOf(live)
 	childWrites.WithLabelValues(kind.Kind, "delete").Inc()
-	s.wrote("Deleted", kind, key.Name, fmt.Sprintf("deleted PodDisruptionBudget %s: the Database has one pod", key.Name))
+	s.wrote("Deleted", kind, key.Name, fmt.Sprintf("deleted %s %s: %s", kind.Kind, key.Name, why))
 	return nil
 }

@@ -21,13 +21,19 @@ type observation struct {
 	// invalid is the validation error of the spec, if any; nothing else
 	// was observed then.
 	invalid error
+	// tls is what reconciling the server's TLS certificate found.
+	tls tlsObservation
 	// secret and services are what reconciling the credentials Secret and
 	// the Services found.
 	secret, services childObservation
+	// instanceSecret is what reconciling the instance Secret found.
+	instanceSecret childObservation
 	// statefulSet is what reconciling the StatefulSet found.
 	statefulSet statefulSetObservation
 	// disruptionBudget is what reconciling the PodDisruptionBudget found.
 	disruptionBudget childObservation
+	// networkPolicy is what reconciling the NetworkPolicy found.
+	networkPolicy childObservation
 	// recoverySource is what spec.bootstrap.recovery's source resolved
 	// to, for status.recoverySource; recoveryBlocked is why it could not
 	// be, and the StatefulSet was left alone.
@@ -81,13 +87,13 @@ type problem struct {
 // blocked returns the first problem, in the order of the children, that
 // needs a human other than an invalid spec.
 func (o observation) blocked() *problem {
-	return firstProblem(o.secret.blocked, o.services.blocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
+	return firstProblem(o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
 }
 
 // childFailed reports whether the Secret or the Services failed, so that
 // the StatefulSet was not looked at.
 func (o observation) childFailed() bool {
-	return o.secret.err != nil || o.services.err != nil
+	return o.secret.err != nil || o.instanceSecret.err != nil || o.services.err != nil
 }
 
 // firstProblem returns the first problem that is not nil.

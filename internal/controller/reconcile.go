@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,11 @@ type scope struct {
 	// cacheBehind is true when the cached Database predates the last
 	// status write: the status was not computed.
 	cacheBehind bool
+	// credentials is the live credentials Secret, once reconciled, as
+	// read before this reconcile's write to it; credentialsWrote is true
+	// when there was one.
+	credentials      *corev1.Secret
+	credentialsWrote bool
 }
 
 // Reconcile brings one Database's children to its spec and writes its status.
@@ -45,6 +51,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			r.verified.forget(req.NamespacedName)
 			r.notices.forget(req.NamespacedName)
 			r.versions.forget(req.NamespacedName)
+			r.agentCreds.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -94,13 +101,27 @@ func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
 // one before succeeded, and records in s.obs what each found. It returns
 // the error that stopped it.
 func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) error {
+	// Before the TLS certificate, which names the pods the StatefulSet
+	// will run.
+	holdPrimary(s)
+	// A TLS certificate that cannot be issued yet stops nothing: the
+	// pods wait for its Secret, and its error is returned at the end.
+	s.obs.tls = r.reconcileTLS(ctx, s)
 	if s.obs.secret = r.reconcileSecret(ctx, s); s.obs.secret.err != nil {
 		return s.obs.secret.err
+	}
+	if desired.HasInstanceAgent(s.spec) {
+		// Before the StatefulSet: its pods mount the instance Secret.
+		if s.obs.instanceSecret = r.reconcileInstanceSecret(ctx, s); s.obs.instanceSecret.err != nil {
+			return s.obs.instanceSecret.err
+		}
 	}
 	if s.obs.services = r.reconcileServices(ctx, s); s.obs.services.err != nil {
 		return s.obs.services.err
 	}
-	holdPrimary(s)
+	if s.obs.networkPolicy = r.reconcileNetworkPolicy(ctx, s); s.obs.networkPolicy.err != nil {
+		return s.obs.networkPolicy.err
+	}
 	r.holdRollout(ctx, s)
 	if err := r.resolveRecovery(ctx, s); err != nil || s.obs.recoveryBlocked != nil {
 		return err
@@ -112,6 +133,9 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	if s.obs.pods, err = r.observePods(ctx, s); err != nil {
 		return err
 	}
+	if err := r.migrateCredentials(ctx, s); err != nil {
+		return err
+	}
 	s.obs.claimsWait = claimsWait(s.obs.pods, s.obs.now)
 	s.obs.replication = r.reconcileReplication(ctx, s)
 	// After the roles: a budget that cannot be written must not keep the
@@ -119,7 +143,7 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	if s.obs.disruptionBudget = r.reconcileDisruptionBudget(ctx, s); s.obs.disruptionBudget.err != nil {
 		return s.obs.disruptionBudget.err
 	}
-	return nil
+	return s.obs.tls.err
 }
 
 // holdPrimary keeps the StatefulSet from removing the primary, or the pod

@@ -50,9 +50,12 @@ func TestReconciler(t *testing.T) {
 	}
 
 	var password string
-	t.Run("a postgres Database gets its Secret, three Services and StatefulSet, owned and labelled", func(t *testing.T) {
+	t.Run("a postgres Database gets its Secrets, three Services and StatefulSet, owned and labelled", func(t *testing.T) {
 		children := map[string]client.Object{
 			"orders-credentials": &corev1.Secret{},
+			"orders-instance":    &corev1.Secret{},
+			"orders-ca":          &corev1.Secret{},
+			"orders-tls":         &corev1.Secret{},
 			"orders":             &corev1.Service{},
 			"orders-headless":    &corev1.Service{},
 			"orders-ro":          &corev1.Service{},
@@ -105,8 +108,8 @@ func TestReconciler(t *testing.T) {
 		if len(missed) != 0 {
 			t.Errorf("reads of missing children: %q, want none", missed)
 		}
-		if writes := f.counter.get(); len(writes) != 5 {
-			t.Errorf("writes to children: %q, want one create of each of the 5", writes)
+		if writes := f.counter.get(); len(writes) != 8 {
+			t.Errorf("writes to children: %q, want one create of each of the 8", writes)
 		}
 		var event *eventsv1.Event
 		f.eventually("the Event of the creation", func() string {
@@ -134,7 +137,7 @@ func TestReconciler(t *testing.T) {
 				return ""
 			}
 		})
-		for _, child := range []string{"Secret orders-credentials", "Service orders", "Service orders-headless", "Service orders-ro", "StatefulSet orders"} {
+		for _, child := range []string{"Secret orders-ca", "Secret orders-tls", "Secret orders-credentials", "Secret orders-instance", "Service orders", "Service orders-headless", "Service orders-ro", "StatefulSet orders"} {
 			if !strings.Contains(event.Note, "created "+child) {
 				t.Errorf("the Event's note %q does not name %s", event.Note, child)
 			}

@@ -84,7 +84,7 @@ type replicationRun struct {
 	db      *dbv1.Database
 	mem     *replicaMemory
 	now     time.Time
-	token   string
+	creds   instance.AgentCredentials
 	members []*member
 	byName  map[string]*member
 	cluster replication.Cluster
@@ -121,13 +121,13 @@ func (r *DatabaseReconciler) reconcileReplication(ctx context.Context, s *scope)
 		primaryTerm:    s.db.Status.PrimaryTerm,
 		requeueAfter:   leaseRenewPeriod,
 	}
-	token, err := r.agentToken(ctx, db)
+	creds, err := r.agentCredentials(ctx, db)
 	if err != nil {
 		run.out.reason, run.out.message = dbv1.ReasonStandbysNotStreaming, err.Error()
 		return run.out
 	}
-	run.token = token
-	run.members = r.observeMembers(ctx, s.obs.pods, token)
+	run.creds = creds
+	run.members = r.observeMembers(ctx, s.obs.pods, creds)
 	run.byName = make(map[string]*member, len(run.members))
 	for _, m := range run.members {
 		run.byName[m.name()] = m
@@ -225,6 +225,9 @@ func (run *replicationRun) decide(ctx context.Context) {
 		run.completeChange(ctx, t)
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
+	if p := ordinalOf(out.currentPrimary); p >= 0 {
+		run.cluster.Synchronous = run.quorum(p)
+	}
 
 	inProgress := meta.FindStatusCondition(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver)
 	switch {

@@ -34,7 +34,7 @@ func (run *replicationRun) steady(ctx context.Context) {
 			continue
 		}
 		want := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, primary), Slot: replication.SlotName(m.ordinal),
-			Term: run.term(), Reclone: recloneFor(run.db, m.name())}
+			Term: run.term(), Reclone: recloneFor(run.db, m.name()), UpstreamPlaintext: upstreamPlaintext(run.byName[primary], m)}
 		if m.status.Spec == nil || !specEqual(*m.status.Spec, want) {
 			if st := run.apply(ctx, m, want); st != nil {
 				m.status = st
@@ -50,20 +50,53 @@ func (run *replicationRun) steady(ctx context.Context) {
 // only while its condemned pods are ready (OrderedReady), and a standby
 // whose slot was dropped first would never be.
 func (run *replicationRun) primarySpec(p *member) instance.Spec {
-	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), p.ordinal+1)
-	for _, m := range run.members {
-		replicas = max(replicas, m.ordinal+1)
-	}
 	spec := instance.Spec{Role: instance.RolePrimary, Term: run.term(), PromoteAbove: run.highestTimeline()}
-	for i := range replicas {
-		if i != p.ordinal {
-			spec.Slots = append(spec.Slots, replication.SlotName(i))
-		}
+	if p.takes(instance.FeatureSynchronous) {
+		spec.Synchronous = run.quorum(p.ordinal)
+	}
+	for _, i := range run.standbyOrdinals(p.ordinal) {
+		spec.Slots = append(spec.Slots, replication.SlotName(i))
 	}
 	if len(spec.Slots) > 0 {
 		spec.LeaseSeconds = int32(leaseTTL / time.Second)
 	}
 	return spec
+}
+
+// standbyOrdinals are the ordinals of the standbys of a primary on
+// ordinal primary: every other ordinal the StatefulSet keeps or whose pod
+// is still there.
+func (run *replicationRun) standbyOrdinals(primary int) []int {
+	replicas := max(int(ptr.Deref(run.db.Spec.Replicas, 1)), primary+1)
+	for _, m := range run.members {
+		replicas = max(replicas, m.ordinal+1)
+	}
+	var out []int
+	for i := range replicas {
+		if i != primary {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// quorum is the synchronous replication of a primary on ordinal primary
+// under spec.synchronous: ANY spec.synchronous.standbys of the pods of
+// standbyOrdinals, by their names (each standby's application_name); nil
+// when the Database replicates asynchronously or has no standby.
+func (run *replicationRun) quorum(primary int) *replication.Quorum {
+	s := run.db.Spec.Synchronous
+	if s == nil {
+		return nil
+	}
+	var names []string
+	for _, i := range run.standbyOrdinals(primary) {
+		names = append(names, fmt.Sprintf("%s-%d", run.db.Name, i))
+	}
+	if len(names) == 0 || s.Standbys < 1 {
+		return nil
+	}
+	return &replication.Quorum{Standbys: min(int(s.Standbys), len(names)), Names: names}
 }
 
 // apply sends an agent its spec; a failure is reported on the instance and
@@ -75,7 +108,7 @@ func (run *replicationRun) apply(ctx context.Context, m *member, spec instance.S
 	}
 	ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
-	st, err := run.r.Agents.Apply(ctx, m.pod.Status.PodIP, run.token, spec)
+	st, err := run.r.Agents.Apply(ctx, m.pod.Status.PodIP, run.creds, spec)
 	if err != nil {
 		m.agentErr = fmt.Errorf("sending the %s spec: %w", spec.Role, err)
 		return nil
@@ -114,7 +147,16 @@ func (run *replicationRun) event(eventType, reason, format string, args ...any) 
 // specEqual reports whether two agent specs ask for the same thing.
 func specEqual(a, b instance.Spec) bool {
 	return a.Role == b.Role && a.Upstream == b.Upstream && a.Slot == b.Slot && a.PromoteAbove == b.PromoteAbove &&
-		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term && a.Reclone == b.Reclone
+		a.LeaseSeconds == b.LeaseSeconds && slices.Equal(a.Slots, b.Slots) && a.Term == b.Term && a.Reclone == b.Reclone &&
+		a.UpstreamPlaintext == b.UpstreamPlaintext && quorumEqual(a.Synchronous, b.Synchronous)
+}
+
+// quorumEqual reports whether two quorums are the same, nil for none.
+func quorumEqual(a, b *replication.Quorum) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Standbys == b.Standbys && slices.Equal(a.Names, b.Names)
 }
 
 // highestTimeline is the highest timeline the controller knows a server of

@@ -28,6 +28,9 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 			}
 		}
 	}
+	if inProgress {
+		c.Prefer = out.targetPrimary
+	}
 	d := replication.DecideFailover(c, run.mem.lease, policy, run.now)
 	if tp := out.targetPrimary; inProgress && d.Candidate != "" && d.Candidate != tp && !c.Ahead(d.Candidate, tp) {
 		// Keep the candidate chosen first while it may still be promoted
@@ -54,14 +57,29 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		run.switchover()
 	case replication.FailoverBlocked:
 		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
-		out.targetPrimary = ""
 		if old := run.byName[c.Primary]; old != nil && old.answered() && old.status.Fenced && old.status.Phase == instance.PhaseFenced {
 			// No standby can take over and the primary fenced itself (its
 			// lease ran out while nobody renewed it): only a new term makes
 			// it writable again.
+			out.targetPrimary = ""
 			run.commit(ctx, c.Primary, "no standby can be promoted, and "+c.Primary+" is fenced: making it the primary again")
 			return
 		}
+		if inProgress {
+			// A failover under way detached its candidate, whose server
+			// restarts and replays what it holds before it answers
+			// queries: for that while it reports no WAL position, and no
+			// standby qualifies. The old primary is still not ready, so
+			// the failover goes on: the standbys stay detached and the
+			// decision is taken again soon. Sending them back to follow
+			// the old primary would restart them once more, and rewind
+			// them against a server that does not answer, before the
+			// next attempt could detach them again.
+			out.requeueAfter = changeStepDelay
+			run.relabel(ctx, "")
+			return
+		}
+		out.targetPrimary = ""
 		run.steady(ctx)
 	case replication.FailoverFence, replication.FailoverPromote:
 		if out.targetPrimary != d.Candidate {
@@ -76,9 +94,18 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 			// however late it arrives, makes it writable again.
 			run.apply(ctx, old, instance.Spec{Role: instance.RoleFenced, Term: run.term()})
 		}
-		detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(run.byName[d.Candidate].ordinal), Term: run.term()}
-		if cand := run.byName[d.Candidate]; cand.answered() && (cand.status.Spec == nil || !specEqual(*cand.status.Spec, detach)) {
-			run.apply(ctx, cand, detach)
+		// The candidate, and with synchronous replication every standby
+		// whose report the choice rests on: their positions become final,
+		// and the old primary can acknowledge no commit without them.
+		for _, name := range d.Detach {
+			m := run.byName[name]
+			if m == nil || !m.answered() {
+				continue
+			}
+			detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(m.ordinal), Term: run.term()}
+			if m.status.Spec == nil || !specEqual(*m.status.Spec, detach) {
+				run.apply(ctx, m, detach)
+			}
 		}
 		// The promotion is committed once the candidate is recorded in the
 		// status; the primary spec goes out only after the commit is
@@ -172,9 +199,16 @@ func (run *replicationRun) continueSwitchover(ctx context.Context, started time.
 		return
 	}
 	run.relabel(ctx, "")
-	demote := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, to), Slot: replication.SlotName(old.ordinal), Term: run.term()}
+	demote := instance.Spec{Role: instance.RoleReplica, Upstream: podHost(run.db, to), Slot: replication.SlotName(old.ordinal), Term: run.term(),
+		UpstreamPlaintext: upstreamPlaintext(target, old)}
 	if old.status.Spec == nil || !specEqual(*old.status.Spec, demote) {
 		run.apply(ctx, old, demote)
+		return
+	}
+	if old.writable() {
+		// The demotion is under way: a checkpoint it reports now is of an
+		// earlier demotion (an agent of an earlier release keeps it while
+		// it is a primary again).
 		return
 	}
 	stopped, err := replication.ParseLSN(old.status.StoppedLSN)

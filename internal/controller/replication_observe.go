@@ -3,13 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -23,8 +23,8 @@ const agentTimeout = 3 * time.Second
 
 // agentClient calls the instance agents; *instance.Client in production.
 type agentClient interface {
-	Status(ctx context.Context, podIP, token string) (*instance.Status, error)
-	Apply(ctx context.Context, podIP, token string, spec instance.Spec) (*instance.Status, error)
+	Status(ctx context.Context, podIP string, creds instance.AgentCredentials) (*instance.Status, error)
+	Apply(ctx context.Context, podIP string, creds instance.AgentCredentials, spec instance.Spec) (*instance.Status, error)
 }
 
 // member is one pod of a replicated Database as one reconcile saw it: the
@@ -41,6 +41,13 @@ func (m *member) name() string { return m.pod.Name }
 
 // answered reports whether the agent answered.
 func (m *member) answered() bool { return m.status != nil }
+
+// takes reports whether the agent lists feature among the Spec fields it
+// takes (instance.Status.Features): an agent of an earlier release refuses
+// a Spec with a field it does not know.
+func (m *member) takes(feature string) bool {
+	return m.status != nil && slices.Contains(m.status.Features, feature)
+}
 
 // writable reports whether the agent says its server is a running primary.
 func (m *member) writable() bool {
@@ -73,23 +80,15 @@ func podOfHost(host string) string {
 	return name
 }
 
-// agentToken reads the token the agents require from the credentials
-// Secret in the cache.
-func (r *DatabaseReconciler) agentToken(ctx context.Context, db *dbv1.Database) (string, error) {
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: desired.SecretName(db)}, secret); err != nil {
-		return "", fmt.Errorf("reading the agent token: %w", err)
-	}
-	token := string(secret.Data[desired.SecretKeyAgentToken])
-	if token == "" {
-		return "", fmt.Errorf("the credentials Secret %s has no %s yet", secret.Name, desired.SecretKeyAgentToken)
-	}
-	return token, nil
+// agentCredentials returns what the calls to db's agents present, from its
+// instance Secret in the cache (see agentCredentialCache).
+func (r *DatabaseReconciler) agentCredentials(ctx context.Context, db *dbv1.Database) (instance.AgentCredentials, error) {
+	return r.agentCreds.get(ctx, r.Client, db)
 }
 
 // observeMembers asks the agent of every running pod for its status, all
 // at once.
-func (r *DatabaseReconciler) observeMembers(ctx context.Context, pods []corev1.Pod, token string) []*member {
+func (r *DatabaseReconciler) observeMembers(ctx context.Context, pods []corev1.Pod, creds instance.AgentCredentials) []*member {
 	members := make([]*member, 0, len(pods))
 	var wg sync.WaitGroup
 	for i := range pods {
@@ -102,7 +101,7 @@ func (r *DatabaseReconciler) observeMembers(ctx context.Context, pods []corev1.P
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, agentTimeout)
 			defer cancel()
-			m.status, m.agentErr = r.Agents.Status(ctx, m.pod.Status.PodIP, token)
+			m.status, m.agentErr = r.Agents.Status(ctx, m.pod.Status.PodIP, creds)
 		})
 	}
 	wg.Wait()

@@ -53,6 +53,7 @@ func (run *replicationRun) report() {
 	}
 	replicas := int(ptr.Deref(run.db.Spec.Replicas, 1))
 	var problems []string
+	streaming := 0
 	members := slices.SortedFunc(slices.Values(run.members), func(a, b *member) int { return a.ordinal - b.ordinal })
 	for _, m := range members {
 		st := dbv1.InstanceStatus{Name: m.name(), Role: dbv1.InstanceRole(m.pod.Labels[replication.RoleLabel])}
@@ -73,6 +74,8 @@ func (run *replicationRun) report() {
 			}
 			if !st.Ready {
 				st.Message = describe(m.status, "not streaming from "+out.currentPrimary)
+			} else {
+				streaming++
 			}
 		}
 		last := slices.IndexFunc(run.s.db.Status.Instances, func(in dbv1.InstanceStatus) bool { return in.Name == m.name() })
@@ -112,6 +115,15 @@ func (run *replicationRun) report() {
 	}
 	if n := len(run.members); n < replicas {
 		problems = append(problems, fmt.Sprintf("%d of %d pods exist", n, replicas))
+	}
+	if s := run.db.Spec.Synchronous; s != nil && primary != nil && primary.answered() && !primary.takes(instance.FeatureSynchronous) {
+		problems = append([]string{fmt.Sprintf("commits are asynchronous: the agent of %s, of an earlier release, does not take spec.synchronous until its pod is updated",
+			out.currentPrimary)}, problems...)
+	}
+	if s := run.db.Spec.Synchronous; s != nil && out.currentPrimary != "" && streaming < int(s.Standbys) {
+		// Said first: writes stop, not only redundancy.
+		problems = append([]string{fmt.Sprintf("commits wait: spec.synchronous.standbys is %d and %d standbys stream from %s",
+			s.Standbys, streaming, out.currentPrimary)}, problems...)
 	}
 	switch {
 	case out.currentPrimary == "":

@@ -212,16 +212,16 @@ type reportingAgents struct {
 	edit map[string]func(*instance.Status)
 }
 
-func (a *reportingAgents) Status(ctx context.Context, ip, token string) (*instance.Status, error) {
-	st, err := a.fakeAgents.Status(ctx, ip, token)
+func (a *reportingAgents) Status(ctx context.Context, ip string, creds instance.AgentCredentials) (*instance.Status, error) {
+	st, err := a.fakeAgents.Status(ctx, ip, creds)
 	if err == nil && a.edit[ip] != nil {
 		a.edit[ip](st)
 	}
 	return st, err
 }
 
-func (a *reportingAgents) Apply(ctx context.Context, ip, token string, spec instance.Spec) (*instance.Status, error) {
-	st, err := a.fakeAgents.Apply(ctx, ip, token, spec)
+func (a *reportingAgents) Apply(ctx context.Context, ip string, creds instance.AgentCredentials, spec instance.Spec) (*instance.Status, error) {
+	st, err := a.fakeAgents.Apply(ctx, ip, creds, spec)
 	if err == nil && a.edit[ip] != nil {
 		a.edit[ip](st)
 	}

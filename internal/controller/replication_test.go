@@ -53,8 +53,18 @@ type fakeServer struct {
 	// backlog before pg_promote returns).
 	promoteTakes time.Duration
 	promotedAt   time.Time
+	// detachTakes is how long a standby told to detach restarts: until
+	// replayingUntil its server replays what it holds and refuses
+	// queries, so the agent reports no WAL position.
+	detachTakes    time.Duration
+	replayingUntil time.Time
 	// version is the server version the agent reports.
 	version string
+	// noFeatures is an agent of a release before Status.Features.
+	noFeatures bool
+	// demoteSlowly keeps a primary told to be a replica running as a
+	// primary (its fast shutdown under way) until the test clears it.
+	demoteSlowly bool
 	// backups are its backup sidecar and store (backup_agent_test.go).
 	backups *fakeBackups
 	// archiving is what the agent reports of archiving (a pod with the
@@ -80,11 +90,11 @@ func (f *fakeAgents) server(ip string) (*fakeServer, error) {
 	return s, nil
 }
 
-func (f *fakeAgents) Status(_ context.Context, ip, token string) (*instance.Status, error) {
+func (f *fakeAgents) Status(_ context.Context, ip string, creds instance.AgentCredentials) (*instance.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if token != "token" {
-		return nil, errors.New("401 Unauthorized")
+	if err := authorize(creds); err != nil {
+		return nil, err
 	}
 	s, err := f.server(ip)
 	if err != nil {
@@ -96,15 +106,21 @@ func (f *fakeAgents) Status(_ context.Context, ip, token string) (*instance.Stat
 	return s.status(f.now()), nil
 }
 
-func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) (*instance.Status, error) {
+func (f *fakeAgents) Apply(_ context.Context, ip string, creds instance.AgentCredentials, spec instance.Spec) (*instance.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := authorize(creds); err != nil {
+		return nil, err
+	}
 	s, err := f.server(ip)
 	if err != nil {
 		return nil, err
 	}
 	if spec.Term < s.term {
 		return nil, fmt.Errorf("PUT /spec: 409 Conflict: %w", instance.ErrStaleTerm)
+	}
+	if s.noFeatures && spec.Synchronous != nil {
+		return nil, errors.New(`PUT /spec: 400 Bad Request: decoding the Spec: json: unknown field "synchronous"`)
 	}
 	s.term = spec.Term
 	s.applied = append(s.applied, spec)
@@ -133,6 +149,9 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 		s.leaseUntil = f.now().Add(time.Duration(spec.LeaseSeconds) * time.Second)
 	case instance.RoleReplica:
 		s.heldTerm = max(s.heldTerm, spec.Term)
+		if s.demoteSlowly && !s.inRecovery {
+			break // the fast shutdown is still under way
+		}
 		if !s.inRecovery {
 			// The shutdown checkpoint record starts at stopped.
 			s.stopped = s.lsn
@@ -142,6 +161,10 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 			// Detached: it still names the primary it followed.
 			if s.streaming {
 				s.streamedAt = f.now()
+			}
+			if prev := s.applied[:len(s.applied)-1]; s.detachTakes > 0 &&
+				(len(prev) == 0 || prev[len(prev)-1].Role != instance.RoleReplica || prev[len(prev)-1].Upstream != "") {
+				s.replayingUntil = f.now().Add(s.detachTakes)
 			}
 			s.inRecovery, s.streaming = true, false
 			break
@@ -155,16 +178,23 @@ func (f *fakeAgents) Apply(_ context.Context, ip, _ string, spec instance.Spec) 
 
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
-		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version}
+		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version,
+		TLS: true} // an agent of this release, whose server runs TLS
+	if !s.noFeatures {
+		st.Features = []string{instance.FeatureSynchronous}
+	}
 	switch {
 	case s.streaming:
 		st.LastStreamedSecondsAgo = ptr.To(0.0)
 	case !s.streamedAt.IsZero():
 		st.LastStreamedSecondsAgo = ptr.To(now.Sub(s.streamedAt).Seconds())
 	}
-	if s.inRecovery {
+	switch {
+	case now.Before(s.replayingUntil):
+		st.Error = "querying the server: the database system is not yet accepting connections"
+	case s.inRecovery:
 		st.ReceiveLSN, st.ReplayLSN = s.lsn.String(), s.lsn.String()
-	} else {
+	default:
 		st.CurrentLSN = s.lsn.String()
 		for _, slot := range s.slots {
 			st.Standbys = append(st.Standbys, instance.Standby{Slot: slot, Active: true})
@@ -202,11 +232,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
 	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: desired.SecretName(db)},
-		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	createInstanceSecret(t, ctx, c, db)
 	for i := range 3 {
 		f.addPod(i)
 		f.agents.hosts[podHost(db, db.Name+"-"+strconv.Itoa(i))] = f.ip(i)
@@ -770,7 +796,7 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 	// arrives.
 	old := f.agents.servers[f.ip(0)]
 	old.answers, old.fenced, old.phase, old.heldTerm = true, true, instance.PhaseFenced, old.term
-	if _, err := f.agents.Apply(context.Background(), f.ip(0), "token", late); err == nil && !old.fenced {
+	if _, err := f.agents.Apply(context.Background(), f.ip(0), f.r.agentCredentialsOf(f.t, f.db), late); err == nil && !old.fenced {
 		t.Fatalf("a late primary spec of term %d re-armed the fenced old primary", late.Term)
 	}
 	for range 20 {
@@ -816,5 +842,60 @@ func TestReplicationAnUncommittedTargetAnsweringWritableIsNotThePrimary(t *testi
 	f.reconcile()
 	if f.db.Status.CurrentPrimary == target {
 		t.Fatalf("%s, never told to promote, was recorded as the primary: %+v", target, f.db.Status)
+	}
+}
+
+// TestReplicationFailoverKeepsItsStandbysDetachedWhileTheyRestart is the
+// real node's network-cut failover with backups: a detached standby
+// restarts and replays what it holds (from the archive, a segment every
+// few seconds) before it answers queries, so for a while no standby
+// reports a WAL position and none may be promoted. The failover must go
+// on: no standby is sent back to follow the old primary, which does not
+// answer, and the most advanced one is promoted once it reports.
+func TestReplicationFailoverKeepsItsStandbysDetachedWhileTheyRestart(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].detachTakes = 12 * time.Second
+	}
+	f.losePrimary(3)
+	f.setNotReady(0)
+	f.agents.servers[f.ip(2)].lsn = 0x3000080
+	oldHost := podHost(f.db, "orders-0")
+	var began time.Time
+	from := map[int]int{}
+	for range 240 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if began.IsZero() && f.db.Status.TargetPrimary != "" {
+			began = f.now
+			for i := 1; i < 3; i++ {
+				from[i] = len(f.agents.servers[f.ip(i)].applied)
+			}
+		}
+		if began.IsZero() {
+			continue
+		}
+		for i := 1; i < 3; i++ {
+			for _, spec := range f.agents.servers[f.ip(i)].applied[from[i]:] {
+				if spec.Role == instance.RoleReplica && spec.Upstream == oldHost {
+					t.Fatalf("at %v, %v after the failover began, orders-%d was sent back to follow the old primary: %+v (status %+v)",
+						f.now, f.now.Sub(began), i, spec, f.db.Status)
+				}
+			}
+		}
+	}
+	if began.IsZero() {
+		t.Fatal("no failover began")
+	}
+	if f.db.Status.CurrentPrimary != "orders-2" || f.db.Status.TargetPrimary != "" {
+		t.Fatalf("after the failover: current %q target %q, want orders-2, the most advanced standby", f.db.Status.CurrentPrimary, f.db.Status.TargetPrimary)
+	}
+	if got := f.writable(); fmt.Sprint(got) != "[2]" {
+		t.Errorf("writable = %v, want [2]", got)
+	}
+	if s := f.agents.servers[f.ip(1)]; s.spec == nil || s.spec.Upstream != podHost(f.db, "orders-2") {
+		t.Errorf("orders-1 follows %+v, want the new primary", s.spec)
 	}
 }

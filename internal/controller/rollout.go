@@ -29,6 +29,13 @@ func (r *DatabaseReconciler) holdRollout(ctx context.Context, s *scope) {
 		live = nil // not created yet, or not readable: nothing to hold
 	}
 	s.build.Partition = rolloutPartition(s.spec, live)
+	if live != nil && s.obs.tls.secretMissing {
+		// The pods mount the TLS Secret, which does not exist (yet:
+		// cert-manager has not issued it, or it was deleted): a pod
+		// restarted now, by a rolling change or by the first template
+		// with TLS, would wait for it. No pod restarts until it exists.
+		s.build.Partition = ptr.Deref(s.spec.Spec.Replicas, 1)
+	}
 }
 
 // rolloutPartition is holdRollout's decision for the defaulted Database db

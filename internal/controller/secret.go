@@ -11,18 +11,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
 // reconcileSecret creates the credentials Secret once and keeps its keys
-// other than the generated ones in line with the spec. A generated value
-// present in the live Secret (the password, and for postgres the
-// replication password and the agent token), generated or edited by a user,
-// is never replaced; one that is missing, as in a Secret made before that
-// key existed, is generated and added, and the apply leaves every other key
-// as it is.
+// other than the generated one in line with the spec. The password present
+// in the live Secret, generated or edited by a user, is never replaced; a
+// missing one is generated and added, and the apply leaves every other key
+// as it is (the replication password and agent token of a Secret an
+// earlier release made stay until migrateCredentials removes them).
 //
 // The cache holds only labelled Secrets, and one it lacks may still exist:
 // made by a user before the Database, or with its labels edited. So a
@@ -50,6 +50,7 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 			return childObservation{err: err}
 		}
 	}
+	s.credentials = live
 	creds, err := r.credentials(s, live)
 	if err != nil {
 		return childObservation{err: err}
@@ -57,6 +58,7 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 	want := desired.Secret(s.spec, creds)
 	c := child{key: key, live: live, want: want, owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
+	s.credentialsWrote = res.wrote
 	return childObservation{err: err, blocked: res.blocked}
 }
 
@@ -67,7 +69,13 @@ func (r *DatabaseReconciler) createSecret(ctx context.Context, s *scope, key cli
 	if err != nil {
 		return false, err
 	}
-	secret, err := typed[corev1.Secret](desired.Secret(s.spec, creds))
+	return r.createSecretObject(ctx, s, key, desired.Secret(s.spec, creds))
+}
+
+// createSecretObject creates the Secret want with a plain create. It
+// reports false, and no error, when a Secret of that name exists.
+func (r *DatabaseReconciler) createSecretObject(ctx context.Context, s *scope, key client.ObjectKey, want *corev1ac.SecretApplyConfiguration) (bool, error) {
+	secret, err := typed[corev1.Secret](want)
 	if err != nil {
 		return false, err
 	}
@@ -98,8 +106,9 @@ func typed[T any](ac any) (*T, error) {
 	return obj, nil
 }
 
-// credentials returns the generated values of the Secret: each the live
-// Secret's when it holds one, else a new one.
+// credentials returns the values of the Secret: each generated one the
+// live Secret's when it holds one, else a new one, and the CA of the
+// server's TLS certificate.
 func (r *DatabaseReconciler) credentials(s *scope, live *corev1.Secret) (desired.Credentials, error) {
 	var errs []error
 	keep := func(key string) string {
@@ -112,8 +121,7 @@ func (r *DatabaseReconciler) credentials(s *scope, live *corev1.Secret) (desired
 	}
 	creds := desired.Credentials{Password: keep(desired.SecretKeyPassword)}
 	if desired.HasInstanceAgent(s.spec) {
-		creds.ReplicationPassword = keep(desired.SecretKeyReplicationPassword)
-		creds.AgentToken = keep(desired.SecretKeyAgentToken)
+		creds.CA = s.obs.tls.ca
 	}
 	return creds, errors.Join(errs...)
 }

@@ -2,10 +2,19 @@ package controller_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,13 +23,16 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
-// TestSecretGetsMissingKeys is the password-safety rule for keys that came
-// later: a Secret made before the replication password and the agent token
-// existed gets them, its other values are kept, and a present value is never
-// replaced.
-func TestSecretGetsMissingKeys(t *testing.T) {
+// TestSecretsOfADatabaseFromAnEarlierRelease is the migration of a
+// Database an earlier release made, whose credentials Secret holds the
+// replication password and the agents' token: the instance Secret is made
+// with that replication password copied, the credentials Secret's values
+// are kept, and its two legacy keys go only once every pod runs the
+// StatefulSet's current revision.
+func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 	f := newEnv(t, "keys")
 	ns := f.namespace
 	ctx := context.Background()
@@ -31,13 +43,15 @@ func TestSecretGetsMissingKeys(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: desired.SecretName(old), Namespace: ns, Labels: desired.Labels(old, desired.ComponentCredentials)},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
-			desired.SecretKeyUsername: []byte(old.Spec.Username),
-			desired.SecretKeyPassword: []byte("the-old-password"),
-			desired.SecretKeyDatabase: []byte(old.Spec.DatabaseName),
-			desired.SecretKeyHost:     []byte(desired.Host(old)),
-			desired.SecretKeyPort:     []byte("5432"),
-			desired.SecretKeyURI:      []byte(desired.URI(old, "the-old-password")),
-			"note":                    []byte("a user's own key"),
+			desired.SecretKeyUsername:            []byte(old.Spec.Username),
+			desired.SecretKeyPassword:            []byte("the-old-password"),
+			desired.SecretKeyDatabase:            []byte(old.Spec.DatabaseName),
+			desired.SecretKeyHost:                []byte(desired.Host(old)),
+			desired.SecretKeyPort:                []byte("5432"),
+			desired.SecretKeyURI:                 []byte(desired.URI(old, "the-old-password")),
+			desired.SecretKeyReplicationPassword: []byte("the-old-replication-password"),
+			desired.SecretKeyAgentToken:          []byte("the-old-token"),
+			"note":                               []byte("a user's own key"),
 		},
 	}
 	if err := f.client.Create(ctx, secret); err != nil {
@@ -49,82 +63,328 @@ func TestSecretGetsMissingKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(secret)
+	instanceKey := client.ObjectKey{Namespace: ns, Name: desired.InstanceSecretName(db)}
+	inst := &corev1.Secret{}
 
-	var replicationPassword, token string
-	t.Run("a Secret without the replication password and the agent token gets both and keeps its password", func(t *testing.T) {
-		f.eventually("the new keys", func() string {
-			if err := f.client.Get(ctx, key, secret); err != nil {
+	t.Run("the instance Secret gets the old replication password, new values and certificates that chain to its CA", func(t *testing.T) {
+		f.eventually("the instance Secret", func() string {
+			if err := f.client.Get(ctx, instanceKey, inst); err != nil {
 				return err.Error()
 			}
-			replicationPassword = string(secret.Data[desired.SecretKeyReplicationPassword])
-			token = string(secret.Data[desired.SecretKeyAgentToken])
-			if len(replicationPassword) != 32 || len(token) < 32 {
-				return fmt.Sprintf("a replication password of %d characters and a token of %d", len(replicationPassword), len(token))
+			if got := slices.Sorted(maps.Keys(inst.Data)); !slices.Equal(got, slices.Sorted(slices.Values(desired.InstanceSecretKeys))) {
+				return fmt.Sprintf("keys %v", got)
 			}
 			return ""
 		})
-		if replicationPassword == token || replicationPassword == "the-old-password" {
-			t.Errorf("the generated values are not new and distinct")
+		if got := string(inst.Data[desired.SecretKeyInstanceReplicationPassword]); got != "the-old-replication-password" {
+			t.Errorf("replication password = %q, want the credentials Secret's, which the servers use", got)
 		}
-		if got := string(secret.Data[desired.SecretKeyPassword]); got != "the-old-password" {
-			t.Errorf("password = %q, want the one the Secret had", got)
+		if su := string(inst.Data[desired.SecretKeySuperuserPassword]); len(su) != 32 || su == "the-old-password" {
+			t.Errorf("superuser password of %d characters, want a new one of 32", len(su))
 		}
-		if got := string(secret.Data["note"]); got != "a user's own key" {
-			t.Errorf("the user's key is %q, want it kept", got)
-		}
-		if ref := metav1.GetControllerOf(secret); ref == nil || ref.Name != "orders" {
+		if ref := metav1.GetControllerOf(inst); ref == nil || ref.Name != "orders" {
 			t.Errorf("controller reference %+v, want the Database", ref)
+		}
+		checkChain(t, inst.Data, desired.SecretKeyAgentCert, x509.ExtKeyUsageServerAuth, desired.AgentServerName(db), []string{desired.AgentServerName(db)})
+		checkChain(t, inst.Data, desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
+
+		if err := f.client.Get(ctx, key, secret); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{
+			desired.SecretKeyPassword:            "the-old-password",
+			desired.SecretKeyReplicationPassword: "the-old-replication-password",
+			desired.SecretKeyAgentToken:          "the-old-token",
+			"note":                               "a user's own key",
+		} {
+			if got := string(secret.Data[k]); got != v {
+				t.Errorf("credentials Secret: %s = %q, want %q kept while no pod runs the new template", k, got, v)
+			}
 		}
 	})
 
-	t.Run("present values survive a restart, a spec change and a user's edit", func(t *testing.T) {
-		secret.Data[desired.SecretKeyReplicationPassword] = []byte("chosen-by-the-user")
-		if err := f.client.Update(ctx, secret, client.FieldOwner("kubectl-edit")); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("the instance Secret's values survive a restart and a spec change; a deleted key alone is made again", func(t *testing.T) {
+		before := maps.Clone(inst.Data)
 		f.startManager(controller.Options{})
 		got := f.database(client.ObjectKeyFromObject(db))
-		got.Spec.Port = ptr.To[int32](6432) // changes the Secret's port and uri
+		got.Spec.Port = ptr.To[int32](6432) // changes the credentials Secret and the StatefulSet
 		if err := f.client.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually("the Secret to follow the port", func() string {
+		f.eventually("the credentials Secret to follow the port", func() string {
 			if err := f.client.Get(ctx, key, secret); err != nil {
 				return err.Error()
 			}
-			if string(secret.Data[desired.SecretKeyPort]) != "6432" {
-				return "port " + string(secret.Data[desired.SecretKeyPort])
+			return cmpString("port", string(secret.Data[desired.SecretKeyPort]), "6432")
+		})
+		if err := f.client.Get(ctx, instanceKey, inst); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.EqualFunc(inst.Data, before, slices.Equal) {
+			t.Errorf("the instance Secret changed")
+		}
+
+		delete(inst.Data, desired.SecretKeySuperuserPassword)
+		if err := f.client.Update(ctx, inst, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatal(err)
+		}
+		f.eventually("a new superuser password", func() string {
+			if err := f.client.Get(ctx, instanceKey, inst); err != nil {
+				return err.Error()
+			}
+			if len(inst.Data[desired.SecretKeySuperuserPassword]) != 32 {
+				return "no superuser password yet"
 			}
 			return ""
 		})
-		want := map[string]string{
-			desired.SecretKeyPassword:            "the-old-password",
-			desired.SecretKeyReplicationPassword: "chosen-by-the-user",
-			desired.SecretKeyAgentToken:          token,
+		if string(inst.Data[desired.SecretKeySuperuserPassword]) == string(before[desired.SecretKeySuperuserPassword]) {
+			t.Errorf("the superuser password came back the same")
 		}
-		for k, v := range want {
-			if got := string(secret.Data[k]); got != v {
-				t.Errorf("%s changed", k)
+		for k, v := range before {
+			if k != desired.SecretKeySuperuserPassword && string(inst.Data[k]) != string(v) {
+				t.Errorf("%s changed with the superuser password", k)
 			}
 		}
 	})
 
-	t.Run("a mysql Secret gets neither key", func(t *testing.T) {
+	stsKey := client.ObjectKey{Namespace: ns, Name: desired.StatefulSetName(db)}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-0",
+		Labels: mergeLabels(desired.SelectorLabels(db), map[string]string{appsv1.ControllerRevisionHashLabelKey: "orders-old"})},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:17.6"}}}}
+
+	t.Run("the legacy keys stay while a pod runs an earlier revision", func(t *testing.T) {
+		f.eventually("the StatefulSet", func() string {
+			return errString(f.client.Get(ctx, stsKey, &appsv1.StatefulSet{}))
+		})
+		if err := f.client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		markRevision(t, f, stsKey, "orders-new")
+		since := f.reconciles()
+		poke(t, f, db, "1")
+		f.awaitReconciles(since, 2)
+		if err := f.client.Get(ctx, key, secret); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{desired.SecretKeyAgentToken, desired.SecretKeyReplicationPassword} {
+			if _, ok := secret.Data[k]; !ok {
+				t.Errorf("%s was removed while pod orders-0 runs revision orders-old", k)
+			}
+		}
+	})
+
+	t.Run("once every pod runs the current revision the legacy keys go, in one write, with an Event", func(t *testing.T) {
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Labels[appsv1.ControllerRevisionHashLabelKey] = "orders-new"
+		if err := f.client.Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		poke(t, f, db, "2")
+		f.eventually("the legacy keys to go", func() string {
+			if err := f.client.Get(ctx, key, secret); err != nil {
+				return err.Error()
+			}
+			var left []string
+			for _, k := range []string{desired.SecretKeyAgentToken, desired.SecretKeyReplicationPassword} {
+				if _, ok := secret.Data[k]; ok {
+					left = append(left, k)
+				}
+			}
+			if len(left) > 0 {
+				return fmt.Sprintf("still %v", left)
+			}
+			return ""
+		})
+		for k, v := range map[string]string{desired.SecretKeyPassword: "the-old-password", "note": "a user's own key"} {
+			if got := string(secret.Data[k]); got != v {
+				t.Errorf("%s = %q, want %q kept", k, got, v)
+			}
+		}
+		f.eventually("an Event saying so", func() string {
+			list := &eventsv1.EventList{}
+			if err := f.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err.Error()
+			}
+			for _, e := range list.Items {
+				if strings.Contains(e.Note, "removed [agent-token replication-password] from Secret orders-credentials") {
+					return ""
+				}
+			}
+			return fmt.Sprintf("%d Events, none about the removal", len(list.Items))
+		})
+	})
+
+	t.Run("a mysql Database gets no instance Secret and no legacy key", func(t *testing.T) {
 		my := fixture.Database("shelf", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EngineMySQL))
 		if err := f.client.Create(ctx, my); err != nil {
 			t.Fatal(err)
 		}
 		s := &corev1.Secret{}
 		f.eventually("the mysql Secret", func() string {
-			if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: desired.SecretName(my)}, s); err != nil {
-				return err.Error()
-			}
-			return ""
+			return errString(f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: desired.SecretName(my)}, s))
 		})
 		for _, k := range []string{desired.SecretKeyReplicationPassword, desired.SecretKeyAgentToken} {
 			if _, ok := s.Data[k]; ok {
 				t.Errorf("the mysql Secret has %s", k)
 			}
 		}
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: desired.InstanceSecretName(my)}, &corev1.Secret{}); err == nil {
+			t.Errorf("a mysql Database has an instance Secret")
+		}
 	})
+}
+
+// TestAnExpiringOperatorCertificateIsRenewed: a client certificate with
+// less than a third of its year left is issued again by the same CA, and
+// the agents' certificate and the CA stay.
+func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
+	f := newEnv(t, "renew")
+	ns := f.namespace
+	ctx := context.Background()
+	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
+
+	// An instance Secret whose operator certificate was issued eleven
+	// months ago.
+	now := time.Now()
+	random := rand.NewChaCha8([32]byte{7})
+	ca, err := pki.NewCA("test agent CA", 10*365*24*time.Hour, now, random)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := pki.Issue(ca, pki.Request{CommonName: "orders." + ns + ".dbkeeper-agent", DNSNames: []string{"orders." + ns + ".dbkeeper-agent"},
+		Usage: pki.Server, Validity: 365 * 24 * time.Hour}, now, random)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := pki.Issue(ca, pki.Request{CommonName: desired.AgentClientName, Usage: pki.Client, Validity: 365 * 24 * time.Hour},
+		now.Add(-330*24*time.Hour), random)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaulted := fixture.Defaulted(db.DeepCopy())
+	inst := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: desired.InstanceSecretName(db), Labels: desired.Labels(defaulted, desired.ComponentInstance)},
+		Data: map[string][]byte{
+			desired.SecretKeySuperuserPassword:           []byte("superuser-password-of-the-test"),
+			desired.SecretKeyInstanceReplicationPassword: []byte("replication-password-of-the-test"),
+			desired.SecretKeyAgentCA:                     ca.CertPEM, desired.SecretKeyAgentCAKey: ca.KeyPEM,
+			desired.SecretKeyAgentCert: agent.CertPEM, desired.SecretKeyAgentKey: agent.KeyPEM,
+			desired.SecretKeyOperatorCert: operator.CertPEM, desired.SecretKeyOperatorKey: operator.KeyPEM,
+		},
+	}
+	if err := f.client.Create(ctx, inst); err != nil {
+		t.Fatal(err)
+	}
+	f.startManager(controller.Options{})
+	if err := f.client.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("a new operator certificate", func() string {
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
+			return err.Error()
+		}
+		if string(inst.Data[desired.SecretKeyOperatorCert]) == string(operator.CertPEM) {
+			return "the old operator certificate"
+		}
+		return ""
+	})
+	if string(inst.Data[desired.SecretKeyOperatorKey]) == string(operator.KeyPEM) {
+		t.Errorf("the operator's key was kept with a new certificate")
+	}
+	cert := checkChain(t, inst.Data, desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
+	if cert != nil && cert.NotAfter.Sub(now) < 360*24*time.Hour {
+		t.Errorf("the new certificate expires at %s, want about a year from now", cert.NotAfter)
+	}
+	for _, k := range []string{desired.SecretKeyAgentCA, desired.SecretKeyAgentCAKey, desired.SecretKeyAgentCert, desired.SecretKeyAgentKey,
+		desired.SecretKeySuperuserPassword, desired.SecretKeyInstanceReplicationPassword} {
+		if string(inst.Data[k]) != string(map[string][]byte{
+			desired.SecretKeyAgentCA: ca.CertPEM, desired.SecretKeyAgentCAKey: ca.KeyPEM,
+			desired.SecretKeyAgentCert: agent.CertPEM, desired.SecretKeyAgentKey: agent.KeyPEM,
+			desired.SecretKeySuperuserPassword:           []byte("superuser-password-of-the-test"),
+			desired.SecretKeyInstanceReplicationPassword: []byte("replication-password-of-the-test"),
+		}[k]) {
+			t.Errorf("%s changed with the operator's certificate", k)
+		}
+	}
+}
+
+// checkChain checks that the certificate in data[key] is signed by the
+// agent CA of data, is for name and names, and has usage; it returns it.
+func checkChain(t *testing.T, data map[string][]byte, key string, usage x509.ExtKeyUsage, name string, names []string) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode(data[key])
+	if block == nil {
+		t.Errorf("%s holds no PEM block", key)
+		return nil
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Errorf("%s: %v", key, err)
+		return nil
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(data[desired.SecretKeyAgentCA])
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		t.Errorf("%s does not verify against the agent CA for its usage: %v", key, err)
+	}
+	if cert.Subject.CommonName != name || !slices.Equal(cert.DNSNames, names) {
+		t.Errorf("%s is for %q %q, want %q %q", key, cert.Subject.CommonName, cert.DNSNames, name, names)
+	}
+	return cert
+}
+
+// markRevision sets the StatefulSet's status as the StatefulSet controller
+// would once every replica was updated to revision (envtest runs none).
+func markRevision(t *testing.T, f *env, key client.ObjectKey, revision string) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := f.client.Get(context.Background(), key, sts); err != nil {
+		t.Fatal(err)
+	}
+	n := *sts.Spec.Replicas
+	sts.Status = appsv1.StatefulSetStatus{
+		ObservedGeneration: sts.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n,
+		CurrentReplicas: n, UpdatedReplicas: n, CurrentRevision: revision, UpdateRevision: revision,
+	}
+	if err := f.client.Status().Update(context.Background(), sts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poke changes an annotation of the Database, which is reconciled for it.
+func poke(t *testing.T, f *env, db *dbv1.Database, value string) {
+	t.Helper()
+	got := f.database(client.ObjectKeyFromObject(db))
+	// A merge patch, not an update: the controller writes the status
+	// meanwhile.
+	patch := client.MergeFrom(got.DeepCopy())
+	if got.Annotations == nil {
+		got.Annotations = map[string]string{}
+	}
+	got.Annotations["test.dbkeeper.io/poke"] = value
+	if err := f.client.Patch(context.Background(), got, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+func errString(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+func cmpString(what, got, want string) string {
+	if got != want {
+		return fmt.Sprintf("%s %q, want %q", what, got, want)
+	}
+	return ""
 }

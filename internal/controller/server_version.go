@@ -104,10 +104,10 @@ func (r *DatabaseReconciler) singleServerVersion(ctx context.Context, s *scope, 
 	}
 	version, ask := r.versions.known(key, container, r.now(), refresh)
 	if ask {
-		if token, err := r.agentToken(ctx, s.db); err == nil {
+		if creds, err := r.agentCredentials(ctx, s.db); err == nil {
 			ip := pod.Status.PodIP
 			r.versions.ask(key, container, r.now(), last, func(ctx context.Context) (*instance.Status, error) {
-				return r.Agents.Status(ctx, ip, token)
+				return r.Agents.Status(ctx, ip, creds)
 			})
 		}
 	}

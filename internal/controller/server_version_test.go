@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
@@ -152,9 +151,9 @@ type countingAgents struct {
 	calls atomic.Int32
 }
 
-func (a *countingAgents) Status(ctx context.Context, ip, token string) (*instance.Status, error) {
+func (a *countingAgents) Status(ctx context.Context, ip string, creds instance.AgentCredentials) (*instance.Status, error) {
 	a.calls.Add(1)
-	return a.fakeAgents.Status(ctx, ip, token)
+	return a.fakeAgents.Status(ctx, ip, creds)
 }
 
 func TestASingleServersVersionIsAskedInTheBackgroundOncePerContainer(t *testing.T) {
@@ -163,10 +162,7 @@ func TestASingleServersVersionIsAskedInTheBackgroundOncePerContainer(t *testing.
 	defer cancel()
 	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(namespace), fixture.WithImage("dbkeeper.local/postgres:15.20")))
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: desired.SecretName(db)},
-		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}); err != nil {
-		t.Fatal(err)
-	}
+	createInstanceSecret(t, ctx, c, db)
 	const ip = "10.245.0.10"
 	agents := &countingAgents{fakeAgents: &fakeAgents{now: func() time.Time { return now }, hosts: map[string]string{},
 		servers: map[string]*fakeServer{ip: {answers: true, phase: instance.PhaseRunning, timeline: 1, version: "15.20"}}}}

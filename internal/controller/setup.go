@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
@@ -79,6 +80,8 @@ type DatabaseReconciler struct {
 	status statusWriter
 	// build are the builders' options, from Options.
 	build desired.Options
+	// agentCreds are the Databases' agent credentials.
+	agentCreds agentCredentialCache
 }
 
 // Options tune the controller.
@@ -97,6 +100,11 @@ type Options struct {
 	// BackupImage is the image of the backup sidecar of postgres pods with
 	// spec.backup (desired.Options); "" means desired.DefaultBackupImage.
 	BackupImage string
+	// Operator is where the operator's own pods are, the peers the
+	// Databases' NetworkPolicies admit to the agents' port
+	// (desired.OperatorPeer); an empty Namespace when the operator runs
+	// outside the cluster.
+	Operator desired.OperatorPeer
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -115,6 +123,7 @@ func CacheOptions() cache.Options {
 			&corev1.Service{}:               applied,
 			&appsv1.StatefulSet{}:           applied,
 			&policyv1.PodDisruptionBudget{}: applied,
+			&networkingv1.NetworkPolicy{}:   applied,
 			&corev1.Pod{}:                   {Label: selector, Transform: slimPod},
 			// StatefulSet claims carry the volumeClaimTemplate's labels.
 			&corev1.PersistentVolumeClaim{}: {Label: selector, Transform: cache.TransformStripManagedFields()},
@@ -137,6 +146,7 @@ func slimPod(obj any) (any, error) {
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
@@ -155,9 +165,10 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	r.build = desired.Options{
 		InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage),
 		BackupImage:   cmp.Or(opts.BackupImage, desired.DefaultBackupImage),
+		Operator:      opts.Operator,
 	}
 	// Children are named by their kind in the scheme (kindOf).
-	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{}} {
+	for _, obj := range []client.Object{&corev1.Secret{}, &corev1.Service{}, &appsv1.StatefulSet{}, &corev1.PersistentVolumeClaim{}, &policyv1.PodDisruptionBudget{}, &networkingv1.NetworkPolicy{}} {
 		if _, err := apiutil.GVKForObject(obj, mgr.GetScheme()); err != nil {
 			return fmt.Errorf("the manager's scheme lacks a child kind: %w", err)
 		}
@@ -187,6 +198,9 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		Owns(&corev1.Service{}).
 		Owns(&corev1.Secret{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.NetworkPolicy{}).
+		// The TLS Secret cert-manager writes, which no Database controls.
+		Watches(&corev1.Secret{}, tlsSecretToDatabase, builder.WithPredicates(isTLSSecret)).
 		// A pod's progress shows in the StatefulSet's status, which is
 		// watched; the pods themselves only for the problems that do not.
 		Watches(&corev1.Pod{}, podToDatabase, builder.WithPredicates(podProblemChanged)).

@@ -68,6 +68,19 @@ type simServer struct {
 	promoteAt time.Time
 	wal       []simRecord
 	errText   string
+	// sync is the quorum of the last primary Spec the agent accepted
+	// (synchronous_standby_names, which it sets before a promotion), nil
+	// for asynchronous commits; pending are the commits written locally
+	// that wait for it, not yet acknowledged to their clients.
+	sync    *replication.Quorum
+	pending []simRecord
+	// detached is a standby told to follow nobody; replayingUntil is when
+	// the restart that detached it ends: until then its server replays
+	// what it holds and refuses queries, so the agent reports no WAL
+	// position (with backups, a restarted standby fetches segments from
+	// the archive for seconds).
+	detached       bool
+	replayingUntil time.Time
 }
 
 // lsn is the position after the server's last record.
@@ -176,11 +189,11 @@ func (w *simWorld) server(ip string) (*simServer, error) {
 }
 
 // Status answers as the agent would.
-func (w *simWorld) Status(_ context.Context, ip, token string) (*instance.Status, error) {
+func (w *simWorld) Status(_ context.Context, ip string, creds instance.AgentCredentials) (*instance.Status, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if token != "token" {
-		return nil, errors.New("401 Unauthorized")
+	if err := authorize(creds); err != nil {
+		return nil, err
 	}
 	s, err := w.server(ip)
 	if err != nil {
@@ -195,9 +208,12 @@ func (w *simWorld) Status(_ context.Context, ip, token string) (*instance.Status
 // Apply sends an agent a Spec, through the faults of the schedule: it may
 // fail before reaching the agent, reach it after the controller gave up
 // (now or steps later), or reach it and lose its answer.
-func (w *simWorld) Apply(_ context.Context, ip, _ string, spec instance.Spec) (*instance.Status, error) {
+func (w *simWorld) Apply(_ context.Context, ip string, creds instance.AgentCredentials, spec instance.Spec) (*instance.Status, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := authorize(creds); err != nil {
+		return nil, err
+	}
 	call := simCall{at: w.now, spec: spec}
 	if i, ok := w.ip[ip]; ok {
 		call.pod = w.podName(i)
@@ -288,6 +304,7 @@ func (w *simWorld) accept(s *simServer, spec instance.Spec, read time.Time) (*in
 			break
 		}
 		s.slots = slices.Clone(spec.Slots)
+		s.sync = spec.Synchronous
 		s.lease = time.Time{}
 		if len(spec.Slots) > 0 && spec.LeaseSeconds > 0 {
 			s.lease = read.Add(time.Duration(spec.LeaseSeconds) * time.Second)
@@ -295,7 +312,7 @@ func (w *simWorld) accept(s *simServer, spec instance.Spec, read time.Time) (*in
 		switch {
 		case s.held:
 			// Started writable on its own timeline: no promotion.
-			s.held, s.phase, s.inRecovery = false, instance.PhaseRunning, false
+			s.held, s.phase, s.inRecovery, s.stopped = false, instance.PhaseRunning, false, 0
 			w.trace("%s starts writable on timeline %d, its own", pod, s.timeline)
 		case s.fenced || s.phase != instance.PhaseRunning:
 			// A stopped or fenced server starts in recovery and promotes.
@@ -337,10 +354,11 @@ func (w *simWorld) startPromotion(s *simServer) {
 // finishPromotion makes the server writable on the next timeline.
 func (w *simWorld) finishPromotion(s *simServer) {
 	s.promoteAt = time.Time{}
-	s.inRecovery = false
+	s.inRecovery, s.detached = false, false
 	// PostgreSQL takes the timeline above the newest history file it
 	// sees; the agent wrote placeholders up to PromoteAbove.
 	s.timeline = max(s.timeline, s.promoteAbove) + 1
+	s.stopped = 0 // the agent forgets the last demotion's checkpoint
 	s.wal = append(s.wal, simRecord{id: w.id(), timeline: s.timeline})
 	w.trace("%s promoted: writable on timeline %d", w.podName(s.ordinal), s.timeline)
 	w.onWritable(s)
@@ -379,8 +397,13 @@ func (w *simWorld) demoteOrFollow(s *simServer, spec instance.Spec) {
 			s.streamed = w.now
 		}
 		s.streaming = false
+		if !s.detached {
+			s.detached = true
+			s.replayingUntil = w.now.Add(time.Duration(w.rng.Int64N(int64(15 * time.Second))))
+		}
 		return
 	}
+	s.detached = false
 	up := podOfHost(spec.Upstream)
 	if up != s.upstream {
 		// Every re-pointed standby is rewound against its new upstream:
@@ -498,13 +521,51 @@ func (w *simWorld) tick(commits func(s *simServer) int) {
 		}
 	}
 	for _, s := range w.servers {
+		w.acknowledge(s)
+	}
+	for _, s := range w.servers {
 		if s.writable() {
 			for range commits(s) {
 				rec := simRecord{id: w.id(), timeline: s.timeline, commit: true}
 				s.wal = append(s.wal, rec)
-				w.onCommit(s, rec)
+				if s.sync == nil {
+					w.onCommit(s, rec)
+				} else {
+					s.pending = append(s.pending, rec)
+				}
 			}
 		}
+	}
+}
+
+// acknowledge tells the clients of s's synchronous commits that waited
+// for its quorum: a commit is acknowledged once Standbys of the standbys
+// the quorum names have it and stream from s (their replies reach s). A
+// server that stopped being writable (fenced, demoted, its lease run out)
+// acknowledges none of them: its sessions ended with an error.
+func (w *simWorld) acknowledge(s *simServer) {
+	if len(s.pending) == 0 {
+		return
+	}
+	if !s.writable() || s.sync == nil {
+		s.pending = nil
+		return
+	}
+	pod := w.podName(s.ordinal)
+	for len(s.pending) > 0 {
+		rec := s.pending[0]
+		i := slices.IndexFunc(s.wal, func(r simRecord) bool { return r.id == rec.id })
+		have := 0
+		for _, o := range w.servers {
+			if slices.Contains(s.sync.Names, w.podName(o.ordinal)) && o.streaming && o.upstream == pod && i >= 0 && i < len(o.wal) && o.wal[i].id == rec.id {
+				have++
+			}
+		}
+		if have < s.sync.Standbys {
+			return
+		}
+		s.pending = s.pending[1:]
+		w.onCommit(s, rec)
 	}
 }
 
@@ -520,7 +581,9 @@ func (w *simWorld) bySlot(slot string) *simServer {
 // status is the agent's report.
 func (w *simWorld) status(s *simServer) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
-		Timeline: s.timeline, Streaming: s.streaming, Term: s.term, Error: s.errText}
+		Timeline: s.timeline, Streaming: s.streaming, Term: s.term, Error: s.errText,
+		TLS:      true, // an agent of this release, whose server runs TLS
+		Features: []string{instance.FeatureSynchronous}}
 	if s.inRecovery && s.promoteAt.IsZero() && s.upstream != "" {
 		st.Upstream = w.host(s.upstream)
 	}
@@ -530,9 +593,12 @@ func (w *simWorld) status(s *simServer) *instance.Status {
 	case !s.streamed.IsZero():
 		st.LastStreamedSecondsAgo = ptr.To(w.now.Sub(s.streamed).Seconds())
 	}
-	if s.inRecovery || s.phase != instance.PhaseRunning {
+	switch {
+	case w.now.Before(s.replayingUntil):
+		st.Error = "querying the server: the database system is not yet accepting connections"
+	case s.inRecovery || s.phase != instance.PhaseRunning:
 		st.ReceiveLSN, st.ReplayLSN = s.lsn().String(), s.lsn().String()
-	} else {
+	default:
 		st.CurrentLSN = s.lsn().String()
 		for _, slot := range s.slots {
 			sb := instance.Standby{Slot: slot}

@@ -96,6 +96,8 @@ type simHarness struct {
 	calls int
 	// counts are what happened, for the summary: promotions, faults.
 	counts map[string]int
+	// synchronous makes a lost acknowledged commit a violation.
+	synchronous bool
 }
 
 // simOptions shape a run.
@@ -108,6 +110,12 @@ type simOptions struct {
 	promoteInstantly bool
 	// failoverTimeout is spec.failoverTimeout; 0 leaves the default.
 	failoverTimeout time.Duration
+	// synchronous is spec.synchronous.standbys, 0 for asynchronous
+	// replication. With it, an acknowledged commit that a promoted server
+	// lacks is a violation; clients write only to a primary that runs
+	// with the quorum (the Database's first commits, before its first
+	// primary spec, are asynchronous: not modelled).
+	synchronous int32
 }
 
 func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
@@ -145,19 +153,19 @@ func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
 	if o.failoverTimeout > 0 {
 		db.Spec.FailoverTimeout = &metav1.Duration{Duration: o.failoverTimeout}
 	}
+	if o.synchronous > 0 {
+		db.Spec.Synchronous = &dbv1.SynchronousReplication{Standbys: o.synchronous}
+	}
 	ctx := context.Background()
 	if err := c.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: desired.SecretName(db)},
-		Data: map[string][]byte{desired.SecretKeyAgentToken: []byte("token")}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	createInstanceSecret(t, ctx, c, db)
 	*h = simHarness{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, key: client.ObjectKeyFromObject(db), n: o.replicas,
 		start: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), downUntil: map[int]int{}, readyAt: map[int]int{},
 		acked: map[int]string{}, lost: map[int]bool{}, owner: map[uint32]int{1: 0}, counts: map[string]int{},
+		synchronous: o.synchronous > 0,
 	}
 	w := &simWorld{now: h.start, db: db.Name, ip: map[string]int{}, delayNext: map[string]time.Duration{}, rng: rand.New(rand.NewPCG(seed, 0xa9e7)),
 		host: func(pod string) string { return podHost(db, pod) }}
@@ -303,7 +311,10 @@ func (h *simHarness) writable(s *simServer) {
 			n++
 		}
 	}
-	if n > 0 {
+	switch {
+	case n > 0 && h.synchronous:
+		h.violate("orders-%d became writable without %d acknowledged commits: synchronous replication lost them", s.ordinal, n)
+	case n > 0:
 		h.logf("orders-%d promoted without %d acknowledged commits it never received (asynchronous replication)", s.ordinal, n)
 	}
 }
@@ -509,7 +520,12 @@ func (h *simHarness) run(steps int, faults bool) {
 func (h *simHarness) advance(dt time.Duration) {
 	h.w.mu.Lock()
 	h.w.now = h.w.now.Add(dt)
-	h.w.tick(func(*simServer) int { return h.rng.IntN(3) })
+	h.w.tick(func(s *simServer) int {
+		if h.synchronous && s.sync == nil {
+			return 0 // no client before the primary runs with its quorum
+		}
+		return h.rng.IntN(3)
+	})
 	h.w.mu.Unlock()
 	h.logf("step %d:%s", h.step, h.w.describe())
 	if slices.ContainsFunc(h.w.servers, (*simServer).writable) {
@@ -545,6 +561,27 @@ func envInt(t *testing.T, name string, def int) int {
 // TestSimulation runs the controller against the model agents for many
 // seeds, with faults, and fails on any violation of the invariants above.
 func TestSimulation(t *testing.T) {
+	simulate(t, func(seed uint64) simOptions { return simOptions{replicas: 2 + int(seed%2), faults: true} })
+}
+
+// TestSimulationSynchronous is TestSimulation with spec.synchronous: ANY 1
+// of the standbys, or with 3 pods ANY 2 on every third seed; besides the
+// invariants above, no server becomes writable without every commit a
+// client was acknowledged for (invariant 3 without its asynchronous
+// exception), checked at every step.
+func TestSimulationSynchronous(t *testing.T) {
+	simulate(t, func(seed uint64) simOptions {
+		o := simOptions{replicas: 2 + int(seed%2), faults: true, synchronous: 1}
+		if o.replicas == 3 && seed%3 == 0 {
+			o.synchronous = 2
+		}
+		return o
+	})
+}
+
+// simulate runs the seeds (DBKEEPER_SIM_SEEDS, DBKEEPER_SIM_STEPS,
+// DBKEEPER_SIM_SEED, DBKEEPER_FAULTS=long) with the options of each.
+func simulate(t *testing.T, options func(seed uint64) simOptions) {
 	seeds, steps := 30, 400
 	if os.Getenv(simLongEnv) == "long" {
 		seeds, steps = 500, 600
@@ -563,7 +600,7 @@ func TestSimulation(t *testing.T) {
 	byKind, counts := map[string]int{}, map[string]int{}
 	total, lost, acked := 0, 0, 0
 	for seed := first; seed < first+uint64(seeds); seed++ {
-		h := newSimHarness(t, seed, simOptions{replicas: 2 + int(seed%2), faults: true})
+		h := newSimHarness(t, seed, options(seed))
 		h.run(steps, true)
 		total += h.step
 		for k, v := range h.counts {
@@ -599,7 +636,7 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(began)
-	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by asynchronous failover; %v; %d seeds with violations %v",
+	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by failover; %v; %d seeds with violations %v",
 		seeds, total, elapsed.Round(time.Millisecond), (elapsed / time.Duration(seeds)).Round(time.Microsecond), acked, lost, counts, len(failed), byKind)
 	if len(failed) > 0 {
 		t.Errorf("violations on seeds %v", failed)
@@ -619,6 +656,8 @@ func violationKind(v string) string {
 		return "3:re-clone without authorisation"
 	case strings.Contains(v, "acknowledged commits of timeline"):
 		return "3:acknowledged commits of a newer timeline discarded"
+	case strings.Contains(v, "synchronous replication lost"):
+		return "3:acknowledged commits lost under synchronous replication"
 	default:
 		return "4:fencing term"
 	}

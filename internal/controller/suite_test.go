@@ -180,7 +180,10 @@ func (f *env) startManager(opts controller.Options) {
 		f.t.Fatal(err)
 	}
 	if opts.MaxConcurrentReconciles == 0 {
-		opts = controller.Options{MaxConcurrentReconciles: 2, BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second}
+		opts.MaxConcurrentReconciles = 2
+	}
+	if opts.BackoffBase == 0 {
+		opts.BackoffBase, opts.BackoffMax = 100*time.Millisecond, 2*time.Second
 	}
 	r := &controller.DatabaseReconciler{
 		Client:    mgr.GetClient(),

@@ -97,8 +97,10 @@ func backupSidecar(db *dbv1.Database, info catalog.EngineInfo, opts Options) *co
 		value("PGDATA", info.DataDir),
 		value("PGHOST", runDirs[db.Spec.Engine]),
 		value("PGPORT", strconv.Itoa(int(port(db)))),
-		// The image's superuser, trusted on the local socket.
-		value("PGUSER", db.Spec.Username),
+		// The superuser, trusted on the local socket: base backups need
+		// its rights, and the application user may not connect to the
+		// postgres database.
+		value("PGUSER", SuperUser),
 	}
 	if b := db.Spec.Backup; b != nil {
 		store := b.ObjectStore

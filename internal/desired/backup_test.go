@@ -53,7 +53,7 @@ func TestStatefulSetBackupSidecar(t *testing.T) {
 			{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 			{Name: "PGHOST", Value: "/var/run/postgresql"},
 			{Name: "PGPORT", Value: "5432"},
-			{Name: "PGUSER", Value: "app"},
+			{Name: "PGUSER", Value: "postgres"},
 		}
 		if !reflect.DeepEqual(c.Env, want) {
 			t.Errorf("env:\n got  %+v\n want %+v", c.Env, want)
@@ -110,7 +110,7 @@ func TestStatefulSetBackupVariants(t *testing.T) {
 				t.Errorf("AWS_CA_BUNDLE = %q without a caSecret", e.Value)
 			}
 		}
-		if names := volumeNames(pod.Volumes); !slices.Equal(names, []string{"run", "tmp", "dbkeeper-bin", "backup-tmp"}) {
+		if names := volumeNames(pod.Volumes); !slices.Equal(names, []string{"run", "tmp", "dbkeeper-bin", "dbkeeper-secrets", "dbkeeper-tls", "backup-tmp"}) {
 			t.Errorf("volumes = %q", names)
 		}
 	})

@@ -111,25 +111,22 @@ func TestChanges(t *testing.T) {
 		{
 			name: "a changed password is reported by key, without its value",
 			desired: func(*testing.T) any {
-				return Secret(pg(), Credentials{Password: "new-password", ReplicationPassword: "r", AgentToken: "t"})
+				return Secret(pg(), Credentials{Password: "new-password"})
 			},
 			owned: func(*testing.T) any {
-				return Secret(pg(), Credentials{Password: "old-password", ReplicationPassword: "r", AgentToken: "t"})
+				return Secret(pg(), Credentials{Password: "old-password"})
 			},
 			want: []string{"data.password", "data.uri"},
 		},
 		{
-			name: "a Secret from before replication lacks only the replication password and the agent token",
+			name: "an instance Secret lacking a certificate is reported by key, without its value",
 			desired: func(*testing.T) any {
-				return Secret(pg(), Credentials{Password: "pw", ReplicationPassword: "r", AgentToken: "t"})
+				return InstanceSecret(pg(), map[string][]byte{SecretKeySuperuserPassword: []byte("su"), SecretKeyAgentCert: []byte("cert")})
 			},
 			owned: func(*testing.T) any {
-				old := Secret(pg(), Credentials{Password: "pw"})
-				delete(old.Data, SecretKeyReplicationPassword)
-				delete(old.Data, SecretKeyAgentToken)
-				return old
+				return InstanceSecret(pg(), map[string][]byte{SecretKeySuperuserPassword: []byte("su")})
 			},
-			want: []string{"data.agent-token", "data.replication-password"},
+			want: []string{`data["agent-tls.crt"]`},
 		},
 		{
 			name:    "nothing owned yet means every top-level field is to be written",
@@ -233,8 +230,14 @@ func TestChangesNeverPrintsSecretValues(t *testing.T) {
 	const oldPassword, newPassword = "old-Sup3r/secret", "new-Sup3r/secret"
 	for _, engine := range engines {
 		got := Changes(
-			Secret(newDatabase(engine), Credentials{Password: newPassword, ReplicationPassword: "new-R3pl/secret", AgentToken: "new-T0ken/secret"}),
-			Secret(newDatabase(engine), Credentials{Password: oldPassword, ReplicationPassword: "old-R3pl/secret", AgentToken: "old-T0ken/secret"}))
+			Secret(newDatabase(engine), Credentials{Password: newPassword}),
+			Secret(newDatabase(engine), Credentials{Password: oldPassword}))
+		got = append(got, Changes(
+			InstanceSecret(newDatabase(engine), map[string][]byte{SecretKeySuperuserPassword: []byte("new-Sup3r/secret"), SecretKeyInstanceReplicationPassword: []byte("new-R3pl/secret"), SecretKeyAgentKey: []byte("new-T0ken/secret")}),
+			InstanceSecret(newDatabase(engine), map[string][]byte{SecretKeySuperuserPassword: []byte("old-Sup3r/secret"), SecretKeyInstanceReplicationPassword: []byte("old-R3pl/secret"), SecretKeyAgentKey: []byte("old-T0ken/secret")}))...)
+		if len(got) == 0 {
+			t.Fatalf("%s: Changes found nothing to report", engine)
+		}
 		joined := strings.Join(got, " ")
 		for _, secret := range []string{oldPassword, newPassword, "Sup3r", "R3pl", "T0ken", "c2VjcmV0"} {
 			if strings.Contains(joined, secret) {

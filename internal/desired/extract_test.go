@@ -249,7 +249,7 @@ func TestHeldLiveSecretNeedsNoWrite(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(string(engine)+": a password kept in the Secret is no change, another one is", func(t *testing.T) {
 			db := newDatabase(engine)
-			desired := Secret(db, Credentials{Password: "kept-password", ReplicationPassword: "kept-replication", AgentToken: "kept-token"})
+			desired := Secret(db, Credentials{Password: "kept-password"})
 			live := liveSecret(t, desired)
 			if got := Changes(desired, SecretHeld(desired, live)); len(got) != 0 {
 				t.Errorf("Changes = %q at steady state", got)

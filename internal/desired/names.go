@@ -51,18 +51,89 @@ const (
 	SecretKeyPort     = "port"
 	SecretKeyURI      = "uri"
 
-	// SecretKeyReplicationPassword is the password of the replication
-	// role, ReplicationUser (postgres only).
+	// SecretKeyReplicationPassword is where an earlier release kept the
+	// password of the replication role, ReplicationUser (postgres only):
+	// the controller copies it into the instance Secret and removes it
+	// once every pod runs the current template.
 	SecretKeyReplicationPassword = "replication-password"
-	// SecretKeyAgentToken is the bearer token the operator presents to the
-	// instance agents (postgres only).
+	// SecretKeyAgentToken is the bearer token an earlier release's
+	// instance agents take (postgres only), removed with
+	// SecretKeyReplicationPassword.
 	SecretKeyAgentToken = "agent-token"
 )
 
 // ReplicationUser is the role the standbys connect to the primary as
-// (docs/replication.md §2). Its password is the credentials Secret's
-// SecretKeyReplicationPassword.
+// (docs/replication.md §2). Its password is the instance Secret's
+// SecretKeyInstanceReplicationPassword.
 const ReplicationUser = "dbkeeper_replication"
+
+// SuperUser is the PostgreSQL superuser: the bootstrap role of a data
+// directory dbkeeper initialises, and the role the instance agent connects
+// as. Its password is the instance Secret's SecretKeySuperuserPassword. The
+// application user (spec.username) is an ordinary role that owns its
+// database.
+const SuperUser = "postgres"
+
+// Keys of the instance Secret (InstanceSecretName), which holds what only
+// the operator and the Database's own pods may use. The pods mount the
+// keys of InstanceSecretMounted only; the CA's key and the operator's client
+// certificate never leave the operator.
+const (
+	// SecretKeySuperuserPassword is SuperUser's password.
+	SecretKeySuperuserPassword = "superuser-password"
+	// SecretKeyInstanceReplicationPassword is ReplicationUser's password.
+	// (The credentials Secret of a Database made before the instance
+	// Secret existed holds it as SecretKeyReplicationPassword.)
+	SecretKeyInstanceReplicationPassword = "replication-password"
+	// SecretKeyAgentCA and SecretKeyAgentCAKey are the Database's agent CA,
+	// which signs the agents' serving certificates and the operator's
+	// client certificate.
+	SecretKeyAgentCA    = "agent-ca.crt"
+	SecretKeyAgentCAKey = "agent-ca.key"
+	// SecretKeyAgentCert and SecretKeyAgentKey are the agents' serving
+	// certificate (for AgentServerName) and key.
+	SecretKeyAgentCert = "agent-tls.crt"
+	SecretKeyAgentKey  = "agent-tls.key"
+	// SecretKeyOperatorCert and SecretKeyOperatorKey are the operator's
+	// client certificate (common name AgentClientName) and key.
+	SecretKeyOperatorCert = "operator-tls.crt"
+	SecretKeyOperatorKey  = "operator-tls.key"
+)
+
+// InstanceSecretMounted are the instance Secret's keys the Database's pods
+// mount.
+var InstanceSecretMounted = []string{
+	SecretKeySuperuserPassword, SecretKeyInstanceReplicationPassword,
+	SecretKeyAgentCA, SecretKeyAgentCert, SecretKeyAgentKey,
+}
+
+// AgentClientName is the common name of the operator's client certificate,
+// the only client an agent takes commands from.
+const AgentClientName = "dbkeeper-operator"
+
+// InstanceSecretName returns the name of the Secret holding the Database's
+// superuser and replication passwords and its agents' certificates,
+// <name>-instance. No application mounts it.
+func InstanceSecretName(db *dbv1.Database) string { return db.Name + "-instance" }
+
+// AgentServerName returns the name in the agents' serving certificate, which
+// the operator checks when it calls an agent by pod IP:
+// <name>.<namespace>.dbkeeper-agent. It is not a DNS name anything resolves.
+func AgentServerName(db *dbv1.Database) string {
+	return db.Name + "." + db.Namespace + ".dbkeeper-agent"
+}
+
+// TLSSecretName returns the name of the Secret holding the server's TLS
+// certificate for clients and replication, <name>-tls, with the keys
+// cert-manager writes: ca.crt, tls.crt and tls.key. cert-manager writes it
+// for spec.tls.issuerRef; otherwise the operator does, from the CA in
+// CASecretName.
+func TLSSecretName(db *dbv1.Database) string { return db.Name + "-tls" }
+
+// CASecretName returns the name of the Secret holding the CA the operator
+// runs for the Database's client TLS when spec.tls names no issuer,
+// <name>-ca (keys ca.crt and ca.key). No pod mounts it.
+func CASecretName(db *dbv1.Database) string { return db.Name + "-ca" }
 
 // SecretName returns the name of the Database's credentials Secret,
 // <name>-credentials.
@@ -120,14 +191,21 @@ func Endpoint(db *dbv1.Database) string {
 }
 
 // URI returns the connection URI of the Database for the given password, for
-// example postgresql://app:secret@orders.shop.svc:5432/app. The user name,
+// example postgresql://app:secret@orders.shop.svc:5432/app?sslmode=verify-full
+// (postgres asks for TLS and a server certificate for the host). The user name,
 // password and database name are percent-encoded: every byte but the
 // unreserved characters of RFC 3986 is escaped, so that every client library
 // reads them back unchanged.
 func URI(db *dbv1.Database, password string) string {
-	return uriScheme(db.Spec.Engine) + "://" +
+	uri := uriScheme(db.Spec.Engine) + "://" +
 		escape(db.Spec.Username) + ":" + escape(password) + "@" +
 		Endpoint(db) + "/" + escape(db.Spec.DatabaseName)
+	if HasInstanceAgent(db) {
+		// Every postgres server runs TLS: clients verify it with the
+		// Secret's ca.crt (libpq's sslrootcert, PGSSLROOTCERT).
+		uri += "?sslmode=verify-full"
+	}
+	return uri
 }
 
 // uriScheme returns the URI scheme clients of the engine understand.

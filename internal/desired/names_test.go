@@ -116,7 +116,7 @@ func TestURI(t *testing.T) {
 			name:     "postgres uses the postgresql scheme",
 			db:       newDatabase(dbv1.EnginePostgres),
 			password: "s3cret",
-			want:     "postgresql://app:s3cret@orders.shop.svc:5432/app",
+			want:     "postgresql://app:s3cret@orders.shop.svc:5432/app?sslmode=verify-full",
 		},
 		{
 			name:     "mysql uses the mysql scheme and its port",
@@ -128,19 +128,19 @@ func TestURI(t *testing.T) {
 			name:     "reserved characters in the password are percent-encoded",
 			db:       newDatabase(dbv1.EnginePostgres),
 			password: "p@ss:w/rd?#[]%+ &=",
-			want:     "postgresql://app:p%40ss%3Aw%2Frd%3F%23%5B%5D%25%2B%20%26%3D@orders.shop.svc:5432/app",
+			want:     "postgresql://app:p%40ss%3Aw%2Frd%3F%23%5B%5D%25%2B%20%26%3D@orders.shop.svc:5432/app?sslmode=verify-full",
 		},
 		{
 			name:     "unreserved characters are left alone",
 			db:       newDatabase(dbv1.EnginePostgres),
 			password: "aZ09-._~",
-			want:     "postgresql://app:aZ09-._~@orders.shop.svc:5432/app",
+			want:     "postgresql://app:aZ09-._~@orders.shop.svc:5432/app?sslmode=verify-full",
 		},
 		{
 			name:     "user and database names are escaped too",
 			db:       newDatabase(dbv1.EnginePostgres, fixture.WithUsername("app$user"), fixture.WithDatabaseName("my db")),
 			password: "x",
-			want:     "postgresql://app%24user:x@orders.shop.svc:5432/my%20db",
+			want:     "postgresql://app%24user:x@orders.shop.svc:5432/my%20db?sslmode=verify-full",
 		},
 	}
 	for _, tt := range tests {

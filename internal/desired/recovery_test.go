@@ -52,7 +52,7 @@ func TestStatefulSetRecovery(t *testing.T) {
 			{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 			{Name: "PGHOST", Value: "/var/run/postgresql"},
 			{Name: "PGPORT", Value: "5432"},
-			{Name: "PGUSER", Value: "app"},
+			{Name: "PGUSER", Value: "postgres"},
 		}
 		if !reflect.DeepEqual(c.Env, want) {
 			t.Errorf("sidecar env:\n got  %+v\n want %+v", c.Env, want)

@@ -16,19 +16,21 @@ import (
 type Credentials struct {
 	// Password is the application user's password.
 	Password string
-	// ReplicationPassword is ReplicationUser's password; used only for a
-	// Database with the instance agent (HasInstanceAgent).
-	ReplicationPassword string
-	// AgentToken is the instance agents' bearer token; used only for a
-	// Database with the instance agent.
-	AgentToken string
+	// CA is the certificate of the CA that signed the server's TLS
+	// certificate (postgres), the TLS Secret's ca.crt; nil while that
+	// Secret does not exist or has none.
+	CA []byte
 }
 
 // Secret returns the Database's credentials Secret holding the given
 // credentials. Its data keys are username, password, database, host, port
-// and uri, and for a Database with the instance agent (postgres) also
-// replication-password and agent-token. The values are the caller's: the
-// controller makes them once and keeps the ones already in a live Secret.
+// and uri, and for postgres, once the TLS Secret exists, ca.crt. The values
+// are the caller's: the controller makes them once and keeps the ones
+// already in a live Secret. The replication password and the agents'
+// credentials are in the instance Secret (InstanceSecret), which no
+// application mounts; a Secret an earlier release made still holds
+// SecretKeyReplicationPassword and SecretKeyAgentToken until the controller
+// removes them.
 func Secret(db *dbv1.Database, creds Credentials) *corev1ac.SecretApplyConfiguration {
 	data := map[string][]byte{
 		SecretKeyUsername: []byte(db.Spec.Username),
@@ -38,9 +40,8 @@ func Secret(db *dbv1.Database, creds Credentials) *corev1ac.SecretApplyConfigura
 		SecretKeyPort:     []byte(strconv.Itoa(int(port(db)))),
 		SecretKeyURI:      []byte(URI(db, creds.Password)),
 	}
-	if HasInstanceAgent(db) {
-		data[SecretKeyReplicationPassword] = []byte(creds.ReplicationPassword)
-		data[SecretKeyAgentToken] = []byte(creds.AgentToken)
+	if HasInstanceAgent(db) && len(creds.CA) > 0 {
+		data[SecretKeyCA] = creds.CA
 	}
 	return corev1ac.Secret(SecretName(db), db.Namespace).
 		WithLabels(Labels(db, ComponentCredentials)).

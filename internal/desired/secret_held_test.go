@@ -20,7 +20,7 @@ import (
 func TestSecretHeld(t *testing.T) {
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace("shop"), fixture.WithEngine(dbv1.EnginePostgres)))
 	db.UID = types.UID("db-uid")
-	want := Secret(db, Credentials{Password: "p", ReplicationPassword: "r", AgentToken: "t"})
+	want := Secret(db, Credentials{Password: "p"})
 	raw, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
 // wantOwner is the controller owner reference of every child of the test
@@ -54,24 +55,36 @@ func TestSecret(t *testing.T) {
 		want  map[string]string
 	}{
 		{
-			name:  "postgres credentials hold every key clients need, the replication password and the agent token",
+			name:  "postgres credentials hold every key clients need, and neither the replication password nor an agent credential",
 			db:    newDatabase(dbv1.EnginePostgres),
-			creds: Credentials{Password: "pw", ReplicationPassword: "rpw", AgentToken: "token"},
+			creds: Credentials{Password: "pw"},
 			want: map[string]string{
-				"username":             "app",
-				"password":             "pw",
-				"database":             "app",
-				"host":                 "orders.shop.svc",
-				"port":                 "5432",
-				"uri":                  "postgresql://app:pw@orders.shop.svc:5432/app",
-				"replication-password": "rpw",
-				"agent-token":          "token",
+				"username": "app",
+				"password": "pw",
+				"database": "app",
+				"host":     "orders.shop.svc",
+				"port":     "5432",
+				"uri":      "postgresql://app:pw@orders.shop.svc:5432/app?sslmode=verify-full",
+			},
+		},
+		{
+			name:  "postgres credentials hold the CA of the server's certificate once it exists",
+			db:    newDatabase(dbv1.EnginePostgres),
+			creds: Credentials{Password: "pw", CA: []byte("-----BEGIN CERTIFICATE-----\n")},
+			want: map[string]string{
+				"username": "app",
+				"password": "pw",
+				"database": "app",
+				"host":     "orders.shop.svc",
+				"port":     "5432",
+				"uri":      "postgresql://app:pw@orders.shop.svc:5432/app?sslmode=verify-full",
+				"ca.crt":   "-----BEGIN CERTIFICATE-----\n",
 			},
 		},
 		{
 			name:  "mysql credentials follow spec.port and escape the password in the uri only; mysql runs no agent and has no replication keys",
 			db:    newDatabase(dbv1.EngineMySQL, fixture.WithPort(3307)),
-			creds: Credentials{Password: "a/b@c", ReplicationPassword: "rpw", AgentToken: "token"},
+			creds: Credentials{Password: "a/b@c"},
 			want: map[string]string{
 				"username": "app",
 				"password": "a/b@c",
@@ -104,5 +117,46 @@ func TestSecret(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestInstanceSecret(t *testing.T) {
+	db := newDatabase(dbv1.EnginePostgres)
+	values := map[string][]byte{"other": []byte("left out")}
+	for _, k := range InstanceSecretKeys {
+		values[k] = []byte("value of " + k)
+	}
+	s := convert[corev1.Secret](t, InstanceSecret(db, values))
+	checkMeta(t, s.ObjectMeta, db, "orders-instance", ComponentInstance)
+	if s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("type = %q, want Opaque", s.Type)
+	}
+	want := []string{
+		"agent-ca.crt", "agent-ca.key", "agent-tls.crt", "agent-tls.key",
+		"operator-tls.crt", "operator-tls.key", "replication-password", "superuser-password",
+	}
+	if got := slices.Sorted(maps.Keys(s.Data)); !slices.Equal(got, want) {
+		t.Fatalf("keys = %v, want %v", got, want)
+	}
+	for _, k := range want {
+		if got := string(s.Data[k]); got != "value of "+k {
+			t.Errorf("data[%s] = %q, want the caller's value", k, got)
+		}
+	}
+	for _, k := range InstanceSecretMounted {
+		if !slices.Contains(want, k) {
+			t.Errorf("mounted key %s is not a key of the Secret", k)
+		}
+	}
+	for _, k := range []string{SecretKeyAgentCAKey, SecretKeyOperatorCert, SecretKeyOperatorKey} {
+		if slices.Contains(InstanceSecretMounted, k) {
+			t.Errorf("%s is mounted into the pods; it must stay with the operator", k)
+		}
+	}
+}
+
+func TestAgentClientNameIsTheAgents(t *testing.T) {
+	if AgentClientName != instance.AgentClientName {
+		t.Errorf("desired.AgentClientName = %q, instance.AgentClientName = %q: the agents refuse the operator", AgentClientName, instance.AgentClientName)
 	}
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// status.recoverySource; nil while unresolved. The backup sidecar
 	// gets it as its recovery source.
 	Recovery *dbv1.RecoverySource
+	// Operator is where the operator's pods are, the only peers the
+	// NetworkPolicy admits to the agents' port.
+	Operator OperatorPeer
 }
 
 // DefaultInstanceImage is the operator's default --instance-image.
@@ -67,7 +70,22 @@ const (
 	// VolumeInstanceBin is the emptyDir at instance.InstallDir the init
 	// container copies the instance agent into (postgres only).
 	VolumeInstanceBin = "dbkeeper-bin"
+	// VolumeTLS is the Secret TLSSecretName at instance.TLSDir (postgres
+	// only): the server's certificate, key and CA.
+	VolumeTLS = "dbkeeper-tls"
+	// VolumeSecrets is the projected volume at SecretsDir holding the
+	// agent's secrets, one file each (postgres only).
+	VolumeSecrets = "dbkeeper-secrets"
 )
+
+// SecretsDir is where the database container mounts VolumeSecrets
+// (instance.EnvSecretsDir).
+const SecretsDir = "/etc/dbkeeper/secrets"
+
+// secretsMode is the mode of the files in SecretsDir: readable by their
+// group, the pod's fsGroup, which the server's user is in, and by no one
+// else.
+const secretsMode int32 = 0o440
 
 // The instance agent's init container.
 const (
@@ -141,7 +159,11 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 		).
 		WithAffinity(antiAffinity(db))
 	if HasInstanceAgent(db) {
-		pod.WithVolumes(corev1ac.Volume().WithName(VolumeInstanceBin).WithEmptyDir(corev1ac.EmptyDirVolumeSource()))
+		pod.WithVolumes(
+			corev1ac.Volume().WithName(VolumeInstanceBin).WithEmptyDir(corev1ac.EmptyDirVolumeSource()),
+			secretsVolume(db),
+			tlsVolume(db),
+		)
 	}
 	if hasSidecar(db) {
 		pod.WithVolumes(backupVolumes(db, opts)...)
@@ -184,6 +206,27 @@ func instanceAgentContainer(opts Options) *corev1ac.ContainerApplyConfiguration 
 		})).
 		WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeInstanceBin).WithMountPath(instance.InstallDir)).
 		WithSecurityContext(containerSecurityContext())
+}
+
+// secretsVolume is the agent's secrets, one file each in SecretsDir: the
+// instance Secret's keys of InstanceSecretMounted, and the application
+// user's password from the credentials Secret, which the agent gives the
+// application's role. The CA's key and the operator's client certificate
+// stay out of the pod.
+func secretsVolume(db *dbv1.Database) *corev1ac.VolumeApplyConfiguration {
+	items := make([]*corev1ac.KeyToPathApplyConfiguration, 0, len(InstanceSecretMounted))
+	for _, k := range InstanceSecretMounted {
+		items = append(items, corev1ac.KeyToPath().WithKey(k).WithPath(instanceSecretFiles[k]))
+	}
+	return corev1ac.Volume().WithName(VolumeSecrets).WithProjected(corev1ac.ProjectedVolumeSource().
+		WithDefaultMode(secretsMode).
+		WithSources(
+			corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().
+				WithName(InstanceSecretName(db)).WithItems(items...)),
+			corev1ac.VolumeProjection().WithSecret(corev1ac.SecretProjection().
+				WithName(SecretName(db)).
+				WithItems(corev1ac.KeyToPath().WithKey(SecretKeyPassword).WithPath(instance.SecretFileAppPassword))),
+		))
 }
 
 // whenDeleted maps spec.deletionPolicy to the StatefulSet's PVC retention,
@@ -255,7 +298,11 @@ func container(db *dbv1.Database, info catalog.EngineInfo, opts Options) *corev1
 	)
 	if HasInstanceAgent(db) {
 		// Read-only: the server's user cannot replace the agent.
-		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeInstanceBin).WithMountPath(instance.InstallDir).WithReadOnly(true))
+		c.WithVolumeMounts(
+			corev1ac.VolumeMount().WithName(VolumeInstanceBin).WithMountPath(instance.InstallDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(VolumeSecrets).WithMountPath(SecretsDir).WithReadOnly(true),
+			corev1ac.VolumeMount().WithName(VolumeTLS).WithMountPath(instance.TLSDir).WithReadOnly(true),
+		)
 	}
 	c.WithSecurityContext(containerSecurityContext())
 	if r := resources(db); r != nil {
@@ -274,7 +321,9 @@ func container(db *dbv1.Database, info catalog.EngineInfo, opts Options) *corev1
 			WithHTTPGet(corev1ac.HTTPGetAction().
 				WithPath(instance.PathReady).
 				WithPort(intstr.FromString(instance.PortName)).
-				WithScheme(corev1.URISchemeHTTP)), 1, 2, 2)).
+				// The agent serves HTTPS only; PathReady asks for no
+				// client certificate and tells nothing secret.
+				WithScheme(corev1.URISchemeHTTPS)), 1, 2, 2)).
 			WithLivenessProbe(probe(corev1ac.Probe().
 				WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromString(instance.PortName))), 5, 10, 6))
 	case probeCommand(db) != nil:
@@ -307,8 +356,12 @@ func resources(db *dbv1.Database) *corev1ac.ResourceRequirementsApplyConfigurati
 }
 
 // env follows the official images' contract, and for postgres the instance
-// agent's, sorted by name. Passwords and the agent token come from the
-// credentials Secret by reference, never as values.
+// agent's, sorted by name. MySQL's passwords come from the credentials
+// Secret by reference, never as values. A postgres pod has no credential
+// in its environment: the agent and the image's initdb read them from the
+// files in SecretsDir (POSTGRES_PASSWORD_FILE), and postgres' superuser is
+// SuperUser, not the application's user, which the agent makes an ordinary
+// role owning its database.
 //
 // MySQL also needs a root password. It is the same Secret key as the user's,
 // and MYSQL_ROOT_HOST=localhost makes the image create root for local
@@ -332,8 +385,8 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 		vars = []*corev1ac.EnvVarApplyConfiguration{
 			value("PGDATA", info.DataDir),
 			value("POSTGRES_DB", db.Spec.DatabaseName),
-			fromSecret("POSTGRES_PASSWORD"),
-			value("POSTGRES_USER", db.Spec.Username),
+			value("POSTGRES_PASSWORD_FILE", SecretsDir+"/"+instance.SecretFileSuperuserPassword),
+			value("POSTGRES_USER", SuperUser),
 		}
 	case dbv1.EngineMySQL:
 		vars = []*corev1ac.EnvVarApplyConfiguration{
@@ -346,21 +399,24 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 	}
 	if HasInstanceAgent(db) {
 		// The instance agent's contract (internal/instance).
-		fromSecretKey := func(name, key string) *corev1ac.EnvVarApplyConfiguration {
-			return corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
-				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(db)).WithKey(key)))
-		}
 		vars = append(vars,
 			// apiVersion is what the API server would default it to.
 			corev1ac.EnvVar().WithName(instance.EnvPodName).WithValueFrom(corev1ac.EnvVarSource().
 				WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.name"))),
-			fromSecretKey(instance.EnvToken, SecretKeyAgentToken),
+			corev1ac.EnvVar().WithName(instance.EnvPodNamespace).WithValueFrom(corev1ac.EnvVarSource().
+				WithFieldRef(corev1ac.ObjectFieldSelector().WithAPIVersion("v1").WithFieldPath("metadata.namespace"))),
+			value(instance.EnvSecretsDir, SecretsDir),
+			value(instance.EnvAppUser, db.Spec.Username),
+			value(instance.EnvAppDatabase, db.Spec.DatabaseName),
 			value(instance.EnvReplicationUser, ReplicationUser),
-			fromSecretKey(instance.EnvReplicationPassword, SecretKeyReplicationPassword),
 			value(instance.EnvEntrypoint, EntrypointPostgres),
 			value(instance.EnvStateFile, info.MountPath+"/"+StateFileName),
 			value(instance.EnvPort, strconv.Itoa(int(port(db)))),
+			value(instance.EnvTLSDir, instance.TLSDir),
 		)
+		if db.Spec.TLS != nil && db.Spec.TLS.Required {
+			vars = append(vars, value(instance.EnvTLSRequired, "true"))
+		}
 		if HasRecovery(db) {
 			// Ordinal 0 restores instead of initdb: never a new empty
 			// database, even before the source is resolved.

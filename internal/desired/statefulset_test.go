@@ -16,6 +16,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
 func TestStatefulSetShape(t *testing.T) {
@@ -93,37 +94,43 @@ func TestStatefulSetEnv(t *testing.T) {
 		want []corev1.EnvVar
 	}{
 		{
-			name: "postgres gets user, database, password by reference, PGDATA below the mount, and the agent's contract with its state file beside PGDATA",
+			name: "postgres gets the superuser, its password file, the application's user and database, PGDATA below the mount, and the agent's contract with its state file beside PGDATA, and no credential",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithUsername("orders_app"), fixture.WithDatabaseName("orders")),
 			want: []corev1.EnvVar{
-				{Name: "DBKEEPER_AGENT_TOKEN", ValueFrom: fromSecret("agent-token")},
+				{Name: "DBKEEPER_APP_DATABASE", Value: "orders"},
+				{Name: "DBKEEPER_APP_USER", Value: "orders_app"},
 				{Name: "DBKEEPER_ENTRYPOINT", Value: "docker-entrypoint.sh"},
 				{Name: "DBKEEPER_PG_PORT", Value: "5432"},
 				{Name: "DBKEEPER_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-				{Name: "DBKEEPER_REPLICATION_PASSWORD", ValueFrom: fromSecret("replication-password")},
+				{Name: "DBKEEPER_POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 				{Name: "DBKEEPER_REPLICATION_USER", Value: "dbkeeper_replication"},
+				{Name: "DBKEEPER_SECRETS_DIR", Value: "/etc/dbkeeper/secrets"},
 				{Name: "DBKEEPER_STATE_FILE", Value: "/var/lib/postgresql/data/dbkeeper-instance.json"},
+				{Name: "DBKEEPER_TLS_DIR", Value: "/etc/dbkeeper/tls"},
 				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 				{Name: "POSTGRES_DB", Value: "orders"},
-				{Name: "POSTGRES_PASSWORD", ValueFrom: password},
-				{Name: "POSTGRES_USER", Value: "orders_app"},
+				{Name: "POSTGRES_PASSWORD_FILE", Value: "/etc/dbkeeper/secrets/superuser-password"},
+				{Name: "POSTGRES_USER", Value: "postgres"},
 			},
 		},
 		{
 			name: "the agent's port follows spec.port",
 			db:   newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543)),
 			want: []corev1.EnvVar{
-				{Name: "DBKEEPER_AGENT_TOKEN", ValueFrom: fromSecret("agent-token")},
+				{Name: "DBKEEPER_APP_DATABASE", Value: "app"},
+				{Name: "DBKEEPER_APP_USER", Value: "app"},
 				{Name: "DBKEEPER_ENTRYPOINT", Value: "docker-entrypoint.sh"},
 				{Name: "DBKEEPER_PG_PORT", Value: "6543"},
 				{Name: "DBKEEPER_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-				{Name: "DBKEEPER_REPLICATION_PASSWORD", ValueFrom: fromSecret("replication-password")},
+				{Name: "DBKEEPER_POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
 				{Name: "DBKEEPER_REPLICATION_USER", Value: "dbkeeper_replication"},
+				{Name: "DBKEEPER_SECRETS_DIR", Value: "/etc/dbkeeper/secrets"},
 				{Name: "DBKEEPER_STATE_FILE", Value: "/var/lib/postgresql/data/dbkeeper-instance.json"},
+				{Name: "DBKEEPER_TLS_DIR", Value: "/etc/dbkeeper/tls"},
 				{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},
 				{Name: "POSTGRES_DB", Value: "app"},
-				{Name: "POSTGRES_PASSWORD", ValueFrom: password},
-				{Name: "POSTGRES_USER", Value: "app"},
+				{Name: "POSTGRES_PASSWORD_FILE", Value: "/etc/dbkeeper/secrets/superuser-password"},
+				{Name: "POSTGRES_USER", Value: "postgres"},
 			},
 		},
 		{
@@ -264,7 +271,7 @@ func TestStatefulSetProbes(t *testing.T) {
 		c := onlyContainer(t, statefulSet(t, newDatabase(dbv1.EnginePostgres, fixture.WithPort(6543))))
 		agent := intstr.FromString("agent")
 		wantReadiness := &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: agent, Scheme: corev1.URISchemeHTTP}},
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: agent, Scheme: corev1.URISchemeHTTPS}},
 			TimeoutSeconds:   1,
 			PeriodSeconds:    2,
 			SuccessThreshold: 1,
@@ -297,10 +304,11 @@ func TestStatefulSetSecurity(t *testing.T) {
 		wantVolumes []string
 	}{
 		{
-			name:        "postgres runs restricted with writable run and tmp directories and the agent's directory read-only",
-			db:          newDatabase(dbv1.EnginePostgres),
-			wantMount:   map[string]string{"data": "/var/lib/postgresql/data", "run": "/var/run/postgresql", "tmp": "/tmp", "dbkeeper-bin": "/dbkeeper/bin"},
-			wantVolumes: []string{"run", "tmp", "dbkeeper-bin"},
+			name: "postgres runs restricted with writable run and tmp directories and the agent's directory, secrets and TLS files read-only",
+			db:   newDatabase(dbv1.EnginePostgres),
+			wantMount: map[string]string{"data": "/var/lib/postgresql/data", "run": "/var/run/postgresql", "tmp": "/tmp", "dbkeeper-bin": "/dbkeeper/bin",
+				"dbkeeper-secrets": "/etc/dbkeeper/secrets", "dbkeeper-tls": "/etc/dbkeeper/tls"},
+			wantVolumes: []string{"run", "tmp", "dbkeeper-bin", "dbkeeper-tls"},
 		},
 		{
 			name:        "mysql runs restricted with writable run and tmp directories",
@@ -353,19 +361,30 @@ func TestStatefulSetSecurity(t *testing.T) {
 			mounts := map[string]string{}
 			for _, m := range c.VolumeMounts {
 				mounts[m.Name] = m.MountPath
-				if m.ReadOnly != (m.Name == "dbkeeper-bin") {
+				if m.ReadOnly != (m.Name == "dbkeeper-bin" || m.Name == "dbkeeper-secrets" || m.Name == "dbkeeper-tls") {
 					t.Errorf("volume %s is mounted with readOnly %v", m.Name, m.ReadOnly)
 				}
 			}
 			if !maps.Equal(mounts, tt.wantMount) {
 				t.Errorf("mounts = %v, want %v", mounts, tt.wantMount)
 			}
-			var wantVolumes []corev1.Volume
+			var wantVolumes, emptyDirs []corev1.Volume
 			for _, name := range tt.wantVolumes {
-				wantVolumes = append(wantVolumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+				source := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+				if name == "dbkeeper-tls" {
+					// The TLS Secret, readable by the pod's group only.
+					source = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "orders-tls", DefaultMode: ptr.To[int32](0o440),
+						Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}, {Key: "tls.crt", Path: "tls.crt"}, {Key: "tls.key", Path: "tls.key"}}}}
+				}
+				wantVolumes = append(wantVolumes, corev1.Volume{Name: name, VolumeSource: source})
 			}
-			if !reflect.DeepEqual(pod.Volumes, wantVolumes) {
-				t.Errorf("volumes = %+v, want %+v", pod.Volumes, wantVolumes)
+			for _, v := range pod.Volumes {
+				if v.Name != "dbkeeper-secrets" { // TestStatefulSetSecretsVolume
+					emptyDirs = append(emptyDirs, v)
+				}
+			}
+			if !reflect.DeepEqual(emptyDirs, wantVolumes) {
+				t.Errorf("volumes = %+v, want %+v", emptyDirs, wantVolumes)
 			}
 		})
 	}
@@ -592,5 +611,57 @@ func TestStatefulSetPartition(t *testing.T) {
 	sts := convert[appsv1.StatefulSet](t, StatefulSet(newDatabase(dbv1.EnginePostgres), opts))
 	if p := sts.Spec.UpdateStrategy.RollingUpdate.Partition; p == nil || *p != 3 {
 		t.Errorf("partition = %v, want 3: the controller holds a rolling change with it", p)
+	}
+}
+
+// TestStatefulSetSecretsVolume checks the agent's secrets: the instance
+// Secret's mounted keys and the application's password, as files of the
+// names the agent reads, readable by the pod's group only, and neither the
+// CA's key nor the operator's certificate.
+func TestStatefulSetSecretsVolume(t *testing.T) {
+	pod := statefulSet(t, newDatabase(dbv1.EnginePostgres)).Spec.Template.Spec
+	var got *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == "dbkeeper-secrets" {
+			got = &pod.Volumes[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("no volume dbkeeper-secrets in %q", volumeNames(pod.Volumes))
+	}
+	want := corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		DefaultMode: ptr.To[int32](0o440),
+		Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "orders-instance"},
+				Items: []corev1.KeyToPath{
+					{Key: "superuser-password", Path: instance.SecretFileSuperuserPassword},
+					{Key: "replication-password", Path: instance.SecretFileReplicationPassword},
+					{Key: "agent-ca.crt", Path: instance.SecretFileAgentCA},
+					{Key: "agent-tls.crt", Path: instance.SecretFileAgentCert},
+					{Key: "agent-tls.key", Path: instance.SecretFileAgentKey},
+				},
+			}},
+			{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "orders-credentials"},
+				Items:                []corev1.KeyToPath{{Key: "password", Path: instance.SecretFileAppPassword}},
+			}},
+		},
+	}}
+	if !reflect.DeepEqual(got.VolumeSource, want) {
+		t.Errorf("dbkeeper-secrets = %+v, want %+v", got.VolumeSource, want)
+	}
+	if *pod.SecurityContext.FSGroup != 999 {
+		t.Errorf("fsGroup = %d: the server's user cannot read files of mode 0440", *pod.SecurityContext.FSGroup)
+	}
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				t.Errorf("container %s: env %s comes from Secret %s: a credential in the environment", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+	}
+	if names := volumeNames(statefulSet(t, newDatabase(dbv1.EngineMySQL)).Spec.Template.Spec.Volumes); slices.Contains(names, "dbkeeper-secrets") {
+		t.Errorf("a mysql pod mounts the agent's secrets: volumes %q", names)
 	}
 }

@@ -210,3 +210,23 @@ func (c *Cluster) BackupImage() string {
 	}
 	return BackupImage(c.node.images)
 }
+
+// ImportImage imports one more image archive into the real node, such as an
+// instance image built from an earlier release for an upgrade test, and
+// checks that it holds name.
+func (c *Cluster) ImportImage(ctx context.Context, name, file string) error {
+	if c.node == nil {
+		return errors.New("devcluster: ImportImage needs a real node")
+	}
+	if _, err := c.node.ctr(ctx, "images", "import", file); err != nil {
+		return fmt.Errorf("devcluster: import image %s: %w", name, err)
+	}
+	out, err := c.node.ctr(ctx, "images", "list", "--quiet")
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(strings.Fields(out), name) {
+		return fmt.Errorf("devcluster: containerd lacks %s after importing %s", name, file)
+	}
+	return nil
+}

@@ -1,9 +1,12 @@
 package instance
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -69,6 +72,7 @@ type Agent struct {
 	slotPoll     slotPoll
 	startGen     int         // incremented by every start and promotion
 	ensured      int         // startGen of the last successful primary setup, -1 none
+	rolesSet     int         // startGen of the last successful ensureRoles, -1 none
 	nextStart    time.Time   // no restart before, after an unexpected exit
 	fatal        *StartError // a server that exited at its every start ends the agent
 	failedStarts int         // consecutive starts the server exited at
@@ -98,6 +102,17 @@ type Agent struct {
 	// archiving is what archivingLoop last gathered, nil before its first
 	// round or without the backup sidecar.
 	archiving *archivingSeen
+	// tls is the agent's copy of the server's TLS files (tlsLoop).
+	tls tlsState
+	// syncWant is the synchronous_standby_names the last Spec wants of a
+	// primary ("" asynchronous), nil before any Spec: a server started
+	// before one keeps what its data directory has. syncApplied is what
+	// the agent last set or saw on the running server.
+	syncWant    *string
+	syncApplied string
+	// syncGen is the startGen at which convergeSync last read the
+	// running server's setting.
+	syncGen int
 }
 
 // replySeen tracks a standby's reply_time: when, by the agent's clock, it
@@ -110,13 +125,14 @@ type replySeen struct {
 // New returns an agent for cfg.
 func New(cfg Config) *Agent {
 	return &Agent{
-		cfg:     cfg,
-		procs:   newProcs(),
-		db:      newDB(cfg.SocketDir, cfg.Port, cfg.User),
-		kickCh:  make(chan struct{}, 1),
-		log:     log.New(os.Stderr, "dbkeeper-instance: ", log.LstdFlags|log.LUTC),
-		ensured: -1,
-		replies: map[string]replySeen{},
+		cfg:      cfg,
+		procs:    newProcs(),
+		db:       newDB(cfg.SocketDir, cfg.Port, cfg.User, cfg.AppUser),
+		kickCh:   make(chan struct{}, 1),
+		log:      log.New(os.Stderr, "dbkeeper-instance: ", log.LstdFlags|log.LUTC),
+		ensured:  -1,
+		rolesSet: -1,
+		replies:  map[string]replySeen{},
 	}
 }
 
@@ -140,12 +156,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.SocketDir, 0o2775); err != nil {
 		return err
 	}
+	if a.cfg.TLSCert == "" || a.cfg.TLSKey == "" || a.cfg.ClientCA == "" {
+		return errNoTLSFiles
+	}
+	files := &agentTLSFiles{certFile: a.cfg.TLSCert, keyFile: a.cfg.TLSKey, caFile: a.cfg.ClientCA, recheck: tlsRecheck, logf: a.logf}
+	if _, _, err := files.current(time.Now()); err != nil {
+		return fmt.Errorf("the agent's TLS files: %w", err)
+	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: log.New(quietHandshakes{a.log.Writer()}, a.log.Prefix(), a.log.Flags())}
+	go func() { _ = srv.Serve(tls.NewListener(ln, files.serverTLS())) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -155,6 +179,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.watchdog(ctx)
 	if a.cfg.ArchiverSocket != "" {
 		go a.archivingLoop(ctx)
+	}
+	if a.cfg.TLSDir != "" {
+		go a.tlsLoop(ctx)
 	}
 
 	a.mu.Lock()
@@ -217,6 +244,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		a.step(ctx)
 	}
+}
+
+// quietHandshakes drops the server's log lines of a TLS handshake that
+// ended before it began (the kubelet's TCP liveness probe connects and
+// closes, every few seconds); other handshake failures are logged.
+type quietHandshakes struct{ w io.Writer }
+
+func (q quietHandshakes) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("TLS handshake error")) && bytes.HasSuffix(bytes.TrimSpace(p), []byte(": EOF")) {
+		return len(p), nil
+	}
+	return q.w.Write(p)
 }
 
 // maxFailedStarts is how many consecutive starts the server may exit at
@@ -370,7 +409,7 @@ func (a *Agent) step(ctx context.Context) {
 	cur := current{
 		HaveData: a.haveData(), Running: running, Mode: a.mode,
 		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
-		Diverged: a.diverged,
+		Diverged: a.diverged, UpstreamPlaintext: a.runningPlain(),
 	}
 	waitStart := time.Now().Before(a.nextStart)
 	a.mu.Unlock()
@@ -389,11 +428,22 @@ func (a *Agent) step(ctx context.Context) {
 		a.recordErr(a.saveState())
 	}
 	if spec == nil {
+		// A single server gets no Spec: its roles are set up once per
+		// start, as a primary's are (setupPrimary).
+		if running && cur.Mode == modePrimary && a.phaseIs(PhaseRunning) {
+			a.recordErr(a.ensureRolesOnce(ctx))
+		}
 		// Before any Spec: restart the server as it was after an exit.
 		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced && !cur.Diverged {
 			_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
 		}
 		return
+	}
+	if spec.Role == RolePrimary {
+		want := wantedSync(*spec)
+		a.mu.Lock()
+		a.syncWant = &want
+		a.mu.Unlock()
 	}
 	if a.stuckStandby(ctx, running, *spec) {
 		a.recordErr(a.unstick(ctx, *spec))
@@ -412,6 +462,9 @@ func (a *Agent) step(ctx context.Context) {
 	err := a.apply(ctx, act, *spec, fences)
 	if err == nil && spec.Role == RolePrimary && (act == actNone || act == actPromote || act == actStartPrimary) {
 		err = a.setupPrimary(ctx, *spec)
+	}
+	if err == nil {
+		err = a.convergeSync(ctx)
 	}
 	a.recordErr(err)
 	a.mu.Lock()
@@ -449,6 +502,7 @@ func describeSpec(s Spec) string {
 // apply takes one action, decided when the agent had fenced the server
 // fences times.
 func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) error {
+	a.setPlainUpstream(spec.UpstreamPlaintext)
 	switch act {
 	case actNone:
 		return nil
@@ -500,6 +554,12 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 		}
 		a.st.Role, a.st.Fenced, a.st.HasSlots = RolePrimary, false, len(spec.Slots) > 0
 		a.st.Upstream, a.st.Slot, a.st.Detached = "", "", false
+		// A demotion's checkpoint says what a switchover target must
+		// receive only until the server is a primary again: a later
+		// switchover from it waits for the checkpoint of its own
+		// demotion, and one from a primary that fenced itself instead
+		// finds none.
+		a.st.StoppedLSN = ""
 		a.mu.Unlock()
 		if err := a.saveState(); err != nil {
 			return err
@@ -513,6 +573,13 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 		if act == actStartPrimary {
 			return a.start(ctx, modePrimary, "", "")
 		}
+		// The promoted server's first commit waits for its standbys.
+		if err := a.ensureSync(ctx, wantedSync(spec)); err != nil {
+			return fmt.Errorf("before promoting: %w", err)
+		}
+		a.mu.Lock()
+		a.syncApplied = wantedSync(spec)
+		a.mu.Unlock()
 		if err := a.db.promote(ctx); err != nil {
 			return fmt.Errorf("promoting: %w", err)
 		}
@@ -875,6 +942,9 @@ func (a *Agent) setupPrimary(ctx context.Context, spec Spec) error {
 		}
 	}
 	if gen != ensured {
+		if err := a.ensureRolesOnce(ctx); err != nil {
+			return err
+		}
 		if err := a.db.ensureReplicationRole(ctx, a.cfg.ReplUser, a.cfg.ReplPassword); err != nil {
 			return fmt.Errorf("replication role: %w", err)
 		}

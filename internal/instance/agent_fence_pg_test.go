@@ -26,16 +26,29 @@ func (c *cluster) pair(lease int32) {
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
 	c.start(1)
 	c.waitFor("db-1's agent to answer", 10*time.Second, func() error {
-		_, err := c.client.Status(context.Background(), c.ip(1), token)
+		_, err := c.client.Status(context.Background(), c.ip(1), c.creds)
 		return err
 	})
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: lease, Term: 1})
+	// The slot is made after the roles, the replication role's among
+	// them: the clone needs both.
 	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-		_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
+		got, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
+		if err == nil && got != slot1 {
+			err = errors.New("not there yet")
+		}
 		return err
 	})
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: c.ip(0), Slot: slot1, Term: 1})
 	c.waitFor("db-1 ready as a standby", 60*time.Second, func() error { return c.ready(1) })
+	// The lease's exemption needs a reply seen advancing: a pair whose
+	// standby just started streaming has none yet.
+	c.waitFor("db-0 to see db-1's replies advance", 10*time.Second, func() error {
+		if st := c.status(0); len(st.Standbys) != 1 || st.Standbys[0].ReplySecondsAgo == nil {
+			return fmt.Errorf("standbys %+v", st.Standbys)
+		}
+		return nil
+	})
 }
 
 // stateFile reads ordinal i's state file.
@@ -87,7 +100,7 @@ func TestAgentFencingTerm(t *testing.T) {
 	}
 
 	// A request of term 1, delivered late: refused, nothing changes.
-	_, err := c.client.Apply(context.Background(), c.ip(0), token, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 1})
+	_, err := c.client.Apply(context.Background(), c.ip(0), c.creds, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 1})
 	if !errors.Is(err, instance.ErrStaleTerm) {
 		t.Fatalf("a primary Spec of term 1 after term 2: error %v, want ErrStaleTerm", err)
 	}
@@ -99,13 +112,13 @@ func TestAgentFencingTerm(t *testing.T) {
 	c.stop(0)
 	c.start(0)
 	c.waitFor("db-0's agent to answer after its restart", 10*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), c.ip(0), token)
+		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
 		if err != nil || st.Term != 2 || !st.Fenced {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}
 		return nil
 	})
-	if _, err := c.client.Apply(context.Background(), c.ip(0), token, instance.Spec{Role: instance.RolePrimary, Term: 1}); !errors.Is(err, instance.ErrStaleTerm) {
+	if _, err := c.client.Apply(context.Background(), c.ip(0), c.creds, instance.Spec{Role: instance.RolePrimary, Term: 1}); !errors.Is(err, instance.ErrStaleTerm) {
 		t.Errorf("after a restart a Spec of term 1: error %v, want ErrStaleTerm", err)
 	}
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60, Term: 2})
@@ -146,7 +159,7 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=app dbname=postgres", c.socketDir(0), c.port))
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", c.socketDir(0), c.port))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +313,7 @@ func forkAfterFailover(t *testing.T, c *cluster) (fork string) {
 	c.start(2)
 	for _, i := range []int{1, 2} {
 		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
-			_, err := c.client.Status(context.Background(), c.ip(i), token)
+			_, err := c.client.Status(context.Background(), c.ip(i), c.creds)
 			return err
 		})
 	}

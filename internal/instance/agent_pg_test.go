@@ -20,18 +20,20 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
 // pgBin is where Debian's postgresql-15 puts the server and its tools.
 const pgBin = "/usr/lib/postgresql/15/bin"
 
 const (
-	token        = "agent-token"
-	replPassword = `re:pl\pass'word`
-	userPassword = `us:er\pass'word`
-	slot0        = instance.SlotPrefix + "0"
-	slot1        = instance.SlotPrefix + "1"
-	slot2        = instance.SlotPrefix + "2"
+	replPassword  = `re:pl\pass'word`
+	superPassword = `su:per\pass'word`
+	userPassword  = `us:er\pass'word`
+	slot0         = instance.SlotPrefix + "0"
+	slot1         = instance.SlotPrefix + "1"
+	slot2         = instance.SlotPrefix + "2"
 )
 
 // cluster is a set of agents run as plain processes on one host: agent i
@@ -40,19 +42,25 @@ const (
 // the same address and one port shared by all, so that an Upstream is a
 // bare host as in a pod.
 type cluster struct {
-	t        *testing.T
-	base     string
-	bin      string
-	entry    string
-	port     int
-	cred     *syscall.Credential
-	client   *instance.Client
+	t      *testing.T
+	base   string
+	bin    string
+	entry  string
+	port   int
+	cred   *syscall.Credential
+	client *instance.Client
+	// certs are the agents' CA and certificates, creds the operator's
+	// credentials for them.
+	certs    *agenttest.Certs
+	creds    instance.AgentCredentials
 	agents   map[int]*agentProc
 	pgFlags  []string
 	started  time.Time
 	logFiles []string
-	// env is added to every agent's environment.
-	env []string
+	// env is added to every agent's environment, agentEnv to one
+	// ordinal's.
+	env      []string
+	agentEnv map[int][]string
 	// term is the fencing term apply gives every Spec that names none;
 	// a promotion of another server raises it first (promote), as the
 	// operator commits a change of primary in a new term.
@@ -140,9 +148,27 @@ func newCluster(t *testing.T) *cluster {
 		"-c", "max_wal_senders=10", "-c", "max_replication_slots=10",
 		"-c", "shared_buffers=16MB", "-c", "fsync=off",
 	}
+	c.certs = agenttest.New(t, "db.ns.dbkeeper-agent")
+	c.creds = instance.AgentCredentials{TLS: c.certs.ClientTLS(t, c.certs.Client)}
 	c.started = time.Now()
 	t.Cleanup(c.cleanup)
 	return c
+}
+
+// secretsDir writes ordinal i's secrets directory, as the pod's projected
+// volume holds it, and returns it.
+func (c *cluster) secretsDir(i int) string {
+	c.t.Helper()
+	dir := filepath.Join(c.dir(i), "secrets")
+	agenttest.WriteFiles(c.t, dir, map[string][]byte{
+		instance.SecretFileSuperuserPassword:   []byte(superPassword),
+		instance.SecretFileReplicationPassword: []byte(replPassword),
+		instance.SecretFileAppPassword:         []byte(userPassword),
+		instance.SecretFileAgentCA:             c.certs.CA.CertPEM,
+		instance.SecretFileAgentCert:           c.certs.Server.CertPEM,
+		instance.SecretFileAgentKey:            c.certs.Server.KeyPEM,
+	})
+	return dir
 }
 
 func (c *cluster) chown(path string) {
@@ -174,19 +200,21 @@ func (c *cluster) start(i int) {
 		"LANG=C.UTF-8",
 		"HOME=" + c.dir(i),
 		"PGDATA=" + c.pgdata(i),
-		"POSTGRES_USER=app",
-		"POSTGRES_PASSWORD=" + userPassword,
+		"POSTGRES_USER=postgres",
 		"POSTGRES_DB=app",
 		instance.EnvPodName + "=db-" + strconv.Itoa(i),
-		instance.EnvToken + "=" + token,
+		instance.EnvPodNamespace + "=ns",
+		instance.EnvSecretsDir + "=" + c.secretsDir(i),
+		instance.EnvAppUser + "=app",
+		instance.EnvAppDatabase + "=app",
 		instance.EnvReplicationUser + "=dbkeeper_replication",
-		instance.EnvReplicationPassword + "=" + replPassword,
 		instance.EnvEntrypoint + "=" + c.entry,
 		instance.EnvStateFile + "=" + filepath.Join(c.dir(i), "volume", "state.json"),
 		instance.EnvPort + "=" + strconv.Itoa(c.port),
 		instance.EnvSocketDir + "=" + c.socketDir(i),
 	}
 	cmd.Env = append(cmd.Env, c.env...)
+	cmd.Env = append(cmd.Env, c.agentEnv[i]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -328,7 +356,7 @@ func (c *cluster) apply(i int, spec instance.Spec) *instance.Status {
 	if spec.Term == 0 {
 		spec.Term = c.term
 	}
-	st, err := c.client.Apply(context.Background(), c.ip(i), token, spec)
+	st, err := c.client.Apply(context.Background(), c.ip(i), c.creds, spec)
 	if err != nil {
 		c.t.Fatalf("PUT /spec to db-%d: %v", i, err)
 	}
@@ -343,18 +371,45 @@ func (c *cluster) promote(i int, spec instance.Spec) {
 	c.apply(i, spec)
 }
 
+// demote tells the primary db-from to follow db-to through slot, and
+// waits (each step within timeout) until it is demoted and db-to has
+// received its shutdown checkpoint, as a switchover does before it
+// promotes db-to. It returns the checkpoint's position.
+func (c *cluster) demote(from, to int, slot string, timeout time.Duration) string {
+	c.t.Helper()
+	c.apply(from, instance.Spec{Role: instance.RoleReplica, Upstream: c.ip(to), Slot: slot})
+	var stopped string
+	c.waitFor(fmt.Sprintf("db-%d demoted", from), timeout, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(from), c.creds)
+		if err != nil || st.StoppedLSN == "" || st.Phase != instance.PhaseRunning {
+			return fmt.Errorf("status %+v, %w", st, err)
+		}
+		stopped = st.StoppedLSN
+		return nil
+	})
+	c.waitFor(fmt.Sprintf("db-%d received past %s", to, stopped), 30*time.Second, func() error {
+		if st := c.status(to); st.ReceiveLSN == "" || parseLSN(c.t, st.ReceiveLSN) < parseLSN(c.t, stopped) {
+			return fmt.Errorf("db-%d received %s", to, st.ReceiveLSN)
+		}
+		return nil
+	})
+	return stopped
+}
+
 func (c *cluster) status(i int) *instance.Status {
 	c.t.Helper()
-	st, err := c.client.Status(context.Background(), c.ip(i), token)
+	st, err := c.client.Status(context.Background(), c.ip(i), c.creds)
 	if err != nil {
 		c.t.Fatalf("GET /status of db-%d: %v", i, err)
 	}
 	return st
 }
 
-// ready asks ordinal i's readiness probe, without a token.
+// ready asks ordinal i's readiness probe over HTTPS without a client
+// certificate, as the kubelet does.
 func (c *cluster) ready(i int) error {
-	resp, err := http.Get("http://" + net.JoinHostPort(c.ip(i), strconv.Itoa(instance.Port)) + instance.PathReady)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: c.certs.ClientTLS(c.t, pki.KeyPair{})}}
+	resp, err := hc.Get("https://" + net.JoinHostPort(c.ip(i), strconv.Itoa(instance.Port)) + instance.PathReady)
 	if err != nil {
 		return err
 	}
@@ -371,7 +426,7 @@ func (c *cluster) ready(i int) error {
 func (c *cluster) sql(i int, query string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=app dbname=app", c.socketDir(i), c.port))
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=app", c.socketDir(i), c.port))
 	if err != nil {
 		return "", err
 	}
@@ -446,7 +501,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	// Ordinal 1 waits, then clones from 0 through its slot and streams.
 	c.start(1)
 	c.waitFor("db-1 waiting", 10*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), h1, token)
+		st, err := c.client.Status(context.Background(), h1, c.creds)
 		if err != nil || st.Phase != instance.PhaseWaiting {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}
@@ -497,23 +552,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(12, 100)")
 	want := c.mustSQL(0, rows)
 	swStart := time.Now()
-	c.apply(0, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot0})
-	var stopped string
-	c.waitFor("db-0 demoted", 30*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), h0, token)
-		if err != nil || st.StoppedLSN == "" || st.Phase != instance.PhaseRunning {
-			return fmt.Errorf("status %+v, %w", st, err)
-		}
-		stopped = st.StoppedLSN
-		return nil
-	})
-	c.waitFor("db-1 received past "+stopped, 30*time.Second, func() error {
-		st := c.status(1)
-		if st.ReceiveLSN == "" || parseLSN(t, st.ReceiveLSN) < parseLSN(t, stopped) {
-			return fmt.Errorf("db-1 received %s", st.ReceiveLSN)
-		}
-		return nil
-	})
+	stopped := c.demote(0, 1, slot0, 30*time.Second)
 	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 60})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	t.Logf("switchover: db-1 writable %v after the demotion began (db-0 stopped at %s)", time.Since(swStart).Round(10*time.Millisecond), stopped)
@@ -569,7 +608,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	// A primary with standbys restarted waits, stopped, for a Spec: it is
 	// not started read-only and promoted onto a new timeline by itself.
 	c.waitFor("db-1 up and held stopped", 30*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), h1, token)
+		st, err := c.client.Status(context.Background(), h1, c.creds)
 		if err != nil || st.Phase != instance.PhaseStopped {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}
@@ -617,7 +656,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	c.start(2)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60})
 	c.waitFor("db-2 up and held stopped (its state says primary with standbys)", 30*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), c.ip(2), token)
+		st, err := c.client.Status(context.Background(), c.ip(2), c.creds)
 		if err != nil || st.Phase != instance.PhaseStopped {
 			return fmt.Errorf("status %+v, %w", st, err)
 		}

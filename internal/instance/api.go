@@ -11,6 +11,15 @@
 // /status). The agent converges on the last Spec it received and persists
 // what it must remember across restarts on the data volume. It never calls
 // the API server.
+//
+// The API is HTTPS with mutual TLS (tls.go): the agent serves the
+// Database's agent certificate and takes commands only from a client
+// certificate of the Database's agent CA named AgentClientName; only
+// PathReady, the kubelet's probe, needs none. Its passwords and
+// certificates are files in EnvSecretsDir, never environment variables. It
+// streams from and clones only pods of its own Database (UpstreamAllowed):
+// <db>-<k>.<db>-headless.<namespace>.svc[.cluster.local], or a loopback
+// address (the pod itself).
 package instance
 
 import (
@@ -35,7 +44,7 @@ const (
 	// PathReady answers GET with 200 when the server is ready for its role
 	// (a primary that accepts writes, a standby that streams from the
 	// upstream it was given), 503 otherwise. It is the kubelet's readiness
-	// probe and needs no token.
+	// probe and the one path that needs no client certificate.
 	PathReady = "/readyz"
 	// PathBackup takes POST with a BackupRequest, starts the base backup
 	// in the backup sidecar and answers at once (202, or 200 with the
@@ -98,17 +107,26 @@ type RetentionAnswer struct {
 }
 
 // Environment variables the StatefulSet gives the agent, besides the
-// image's own (PGDATA, POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB).
+// image's own (PGDATA, POSTGRES_USER, POSTGRES_DB). No credential is in
+// the environment: the agent reads them from the files in EnvSecretsDir.
 const (
 	// EnvPodName is the pod's name, <database>-<ordinal> (downward API).
 	EnvPodName = "DBKEEPER_POD_NAME"
-	// EnvToken is the bearer token every call but PathReady must carry,
-	// from the credentials Secret's SecretKeyAgentToken.
-	EnvToken = "DBKEEPER_AGENT_TOKEN"
-	// EnvReplicationUser and EnvReplicationPassword are the replication
-	// role the primary's agent creates and the standbys connect as.
-	EnvReplicationUser     = "DBKEEPER_REPLICATION_USER"
-	EnvReplicationPassword = "DBKEEPER_REPLICATION_PASSWORD"
+	// EnvPodNamespace is the pod's namespace (downward API): an Upstream
+	// must be a pod of the same Database, in this namespace
+	// (UpstreamAllowed).
+	EnvPodNamespace = "DBKEEPER_POD_NAMESPACE"
+	// EnvSecretsDir is the directory of the files named SecretFile*: the
+	// passwords and the agent's TLS certificates (a projected volume).
+	EnvSecretsDir = "DBKEEPER_SECRETS_DIR"
+	// EnvAppUser and EnvAppDatabase are the application's role and
+	// database, spec.username and spec.databaseName (ensureRoles).
+	EnvAppUser     = "DBKEEPER_APP_USER"
+	EnvAppDatabase = "DBKEEPER_APP_DATABASE"
+	// EnvReplicationUser is the replication role the primary's agent
+	// creates and the standbys connect as; its password is the file
+	// SecretFileReplicationPassword.
+	EnvReplicationUser = "DBKEEPER_REPLICATION_USER"
 	// EnvEntrypoint is the image's entrypoint, run to initialize an empty
 	// data directory and to start the server, so the image's own contract
 	// (POSTGRES_USER, POSTGRES_DB, init scripts) holds.
@@ -174,8 +192,9 @@ type Spec struct {
 	Role Role `json:"role"`
 	// Upstream is the host name of the server a replica streams from and,
 	// when its data directory is empty, is cloned from: the primary's pod
-	// DNS name. Empty detaches the replica: its WAL receiver stops and
-	// stays off.
+	// DNS name. It must be a pod of the agent's own Database
+	// (UpstreamAllowed); another is refused with 400. Empty detaches the
+	// replica: its WAL receiver stops and stays off.
 	Upstream string `json:"upstream,omitempty"`
 	// Slot is the physical replication slot on Upstream this replica
 	// streams through.
@@ -210,7 +229,29 @@ type Spec struct {
 	// The operator copies it from the Database's annotation
 	// dbkeeper.io/reclone (value "<pod>=<nonce>"). Empty: no permission.
 	Reclone string `json:"reclone,omitempty"`
+	// UpstreamPlaintext, on a replica Spec, says that Upstream's server
+	// runs without TLS: a pod of a release before TLS, whose agent does
+	// not report Status.TLS, while the upgrade rolls the pods (standbys
+	// restart first, the primary last). The replica then connects without
+	// TLS; otherwise, and by default, with sslmode=verify-full. The
+	// operator sets it from the upstream's own Status, never from what the
+	// network answers, so that no one between the pods can make a standby
+	// give up TLS.
+	UpstreamPlaintext bool `json:"upstreamPlaintext,omitempty"`
+	// Synchronous, on a primary Spec, is the quorum of standbys whose
+	// flush the server's commits wait for (spec.synchronous):
+	// synchronous_standby_names = 'ANY <Standbys> ("<Names>"...)', the
+	// names being the pods' application_name, with synchronous_commit on.
+	// nil: asynchronous. The agent applies it with a reload, sets it
+	// before it promotes a standby or starts a primary, and removes it
+	// from every server that is not the primary (SynchronousAllowed says
+	// what it takes).
+	Synchronous *replication.Quorum `json:"synchronous,omitempty"`
 }
+
+// FeatureSynchronous in Status.Features says that the agent takes
+// Spec.Synchronous.
+const FeatureSynchronous = "synchronous"
 
 // SlotPrefix marks the replication slots the operator owns
 // (replication.SlotName).
@@ -276,6 +317,9 @@ type Status struct {
 	// the running server's, or while it is down the last one the agent saw
 	// running since it started; "" before the agent first queried it.
 	ServerVersion string `json:"serverVersion,omitempty"`
+	// TLS is true when the server runs TLS (the pod mounts its
+	// certificate, EnvTLSDir): its standbys may require it.
+	TLS bool `json:"tls,omitempty"`
 	// Upstream is the host the standby streams from, or streamed from
 	// until it was detached; "" on a primary.
 	Upstream string `json:"upstream,omitempty"`
@@ -294,7 +338,8 @@ type Status struct {
 	// StoppedLSN is the location of the shutdown checkpoint written when
 	// the agent last stopped this server cleanly as a primary (a demotion):
 	// a standby that has received WAL beyond it has everything the old
-	// primary committed.
+	// primary committed. "" since the server was last made a primary
+	// until its next clean demotion.
 	StoppedLSN string `json:"stoppedLSN,omitempty"`
 	// Standbys are, on a primary, its operator-owned slots and the standby
 	// streaming through each.
@@ -317,6 +362,16 @@ type Status struct {
 	// Timeline ended at From, and the data directory had reached To on
 	// it); nil when there was none since it started.
 	Discarded *Discarded `json:"discarded,omitempty"`
+	// Features are what this agent takes in a Spec beyond what every
+	// release took: FeatureSynchronous. The operator sends a field only to
+	// an agent that lists it, since an agent refuses a Spec with a field
+	// it does not know (400), which would stop an upgrade's rolling
+	// restart from renewing the primary's lease.
+	Features []string `json:"features,omitempty"`
+	// Synchronous is, on a running server, its synchronous_standby_names
+	// as the agent last set or saw it: "" on a standby and on an
+	// asynchronous primary.
+	Synchronous string `json:"synchronous,omitempty"`
 	// Archiving is, in a pod with the backup sidecar, what the agent last
 	// saw of continuous archiving (refreshed every 5 s); nil without the
 	// sidecar.

@@ -74,7 +74,7 @@ type archivingSeen struct {
 // archiver socket configured.
 func (a *Agent) archivingLoop(ctx context.Context) {
 	cl := archiver.NewClient(a.cfg.ArchiverSocket)
-	conn := newDB(a.cfg.SocketDir, a.cfg.Port, a.cfg.User)
+	conn := newDB(a.cfg.SocketDir, a.cfg.Port, a.cfg.User, a.cfg.AppUser)
 	defer conn.close()
 	t := time.NewTicker(archivingInterval)
 	defer t.Stop()

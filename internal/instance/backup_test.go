@@ -2,6 +2,7 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
 // fakeSidecar is the backup sidecar: a backup waits for release.
@@ -36,21 +39,26 @@ func (f *fakeSidecar) Retention(ctx context.Context, req archiver.RetentionReque
 	return archiver.RetentionResult{Backups: []archiver.BackupResult{{ID: "b", BeginTime: "2026-12-01 03:00:00+00:00"}}}, nil
 }
 
-// TestBackupEndpoint checks the base backup's start and poll: the token,
+// TestBackupEndpoint checks the base backup's start and poll: the client certificate,
 // a server that is not a running primary refused, a stale term refused,
 // one backup at a time, the same name answered and never run twice, and a
 // failure's error reported; and retention.
 func TestBackupEndpoint(t *testing.T) {
-	a := New(Config{Token: "secret", PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres"})
+	a := New(Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres"})
 	sc := &fakeSidecar{release: make(chan struct{})}
 	a.backupSidecar = sc
 	a.st.Term = 4
 	h := a.Handler()
-	do := func(method, path, token, body string) *httptest.ResponseRecorder {
+	certs := agenttest.New(t, "db.ns.dbkeeper-agent")
+	clients := map[string]*tls.ConnectionState{
+		"secret": verified(t, certs.Client),
+		"wrong":  verified(t, certs.Issue(t, pki.Request{CommonName: "app", Usage: pki.Client})),
+	}
+	// do calls as the operator ("secret"), as another client ("wrong"),
+	// or without a client certificate ("").
+	do := func(method, path, who, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		req.TLS = clients[who]
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec
@@ -61,8 +69,8 @@ func TestBackupEndpoint(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", what, rec.Code, strings.TrimSpace(rec.Body.String()), code)
 		}
 	}
-	expect(do(http.MethodPost, PathBackup, "", `{"name":"a"}`), http.StatusUnauthorized, "no token")
-	expect(do(http.MethodGet, PathBackup, "wrong", ``), http.StatusUnauthorized, "wrong token")
+	expect(do(http.MethodPost, PathBackup, "", `{"name":"a"}`), http.StatusUnauthorized, "no client certificate")
+	expect(do(http.MethodGet, PathBackup, "wrong", ``), http.StatusForbidden, "another client's certificate")
 	expect(do(http.MethodGet, PathBackup, "secret", ``), http.StatusNotFound, "status before any backup")
 	a.phase = PhaseWaiting
 	rec := do(http.MethodPost, PathBackup, "secret", `{"name":"a","term":4}`)
@@ -157,12 +165,13 @@ func TestBackupThroughSidecar(t *testing.T) {
 		}
 	})
 
-	a := New(Config{Token: "secret", PGData: dir, SocketDir: dir, Port: 5432, User: "postgres", ArchiverSocket: socket})
+	a := New(Config{PGData: dir, SocketDir: dir, Port: 5432, User: "postgres", ArchiverSocket: socket})
 	a.phase, a.srv, a.mode = PhaseRunning, &server{done: make(chan struct{})}, modePrimary
 	h := a.Handler()
+	operator := verified(t, agenttest.New(t, "db.ns.dbkeeper-agent").Client)
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer secret")
+		req.TLS = operator
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec

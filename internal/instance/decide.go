@@ -125,8 +125,10 @@ type current struct {
 	// Mode is how the running server was started (or promoted).
 	Mode runMode
 	// Upstream and Slot are the running standby's primary_conninfo host
-	// and primary_slot_name ("" when detached).
-	Upstream, Slot string
+	// and primary_slot_name ("" when detached); UpstreamPlaintext is true
+	// when it connects to Upstream without TLS (Spec.UpstreamPlaintext).
+	Upstream, Slot    string
+	UpstreamPlaintext bool
 	// St is the persisted state.
 	St persisted
 	// Diverged is true when the server refused to start as a standby
@@ -207,7 +209,7 @@ func decide(cur current, spec Spec) action {
 			return actRewind // left by a primary that was not demoted cleanly
 		case cur.Diverged:
 			return actRewind // past the fork of its upstream's timeline
-		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot:
+		case cur.Running && cur.Upstream == spec.Upstream && cur.Slot == spec.Slot && cur.UpstreamPlaintext == spec.UpstreamPlaintext:
 			return actNone
 		case cur.Running && cur.Upstream == spec.Upstream:
 			return actRestartStandby

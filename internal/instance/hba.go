@@ -8,33 +8,77 @@ import (
 	"strings"
 )
 
-// ensureHBA appends the replication line to pg_hba.conf when missing and
-// reloads the configuration.
+// ensureHBA brings the running server's pg_hba.conf to hbaConf and
+// reloads the configuration when it changed.
 func (a *Agent) ensureHBA(ctx context.Context) error {
 	path, err := a.db.hbaFile(ctx)
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	line := fmt.Sprintf("host replication %s all scram-sha-256", a.cfg.ReplUser)
-	if hasLine(string(data), line) {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(f, "\n# Set by dbkeeper-instance: standbys stream as the replication role.\n%s\n", line)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	changed, err := a.rewriteHBA(path)
+	if err != nil || !changed {
 		return err
 	}
 	return a.db.reloadConf(ctx)
+}
+
+// rewriteHBA brings the pg_hba.conf at path to hbaConf, replacing it
+// atomically. It reports whether it changed it.
+func (a *Agent) rewriteHBA(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	want := hbaConf(string(data), a.cfg.ReplUser, a.cfg.TLSRequired)
+	if want == string(data) {
+		return false, nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return true, writeFileAtomic(path, []byte(want), st.Mode().Perm())
+}
+
+// hbaConf returns pg_hba.conf's text as the agent wants it, changing no
+// more than it must, so that applying it again changes nothing:
+//
+//   - every host or hostssl line is hostssl when TLS is required, so that
+//     the server refuses TCP connections without TLS, from clients and
+//     standbys alike, and host otherwise (TLS is still offered, and a
+//     client that asks for it gets it). The images' "host all all all
+//     scram-sha-256" is such a line, and so are their loopback lines:
+//     nothing in the pod connects over TCP (the agent, the entrypoint's
+//     temporary server and the backup sidecar use the Unix socket, whose
+//     local lines are left alone), so that "required" holds for every
+//     address. A rewritten line keeps its other fields, spacing and
+//     comment; hostnossl and hostgssenc lines are left alone;
+//   - the replication line for replUser, "host replication <replUser> all
+//     scram-sha-256" (hostssl when TLS is required), is appended when
+//     missing, so that standbys can stream.
+func hbaConf(text, replUser string, tlsRequired bool) string {
+	connType := "host"
+	if tlsRequired {
+		connType = "hostssl"
+	}
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		f := fieldsOf(l)
+		if len(f) < 4 || f[0] == connType || (f[0] != "host" && f[0] != "hostssl") {
+			continue
+		}
+		at := strings.Index(l, f[0])
+		lines[i] = l[:at] + connType + l[at+len(f[0]):]
+	}
+	out := strings.Join(lines, "\n")
+	line := fmt.Sprintf("%s replication %s all scram-sha-256", connType, replUser)
+	if hasLine(out, line) {
+		return out
+	}
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out + "\n# Set by dbkeeper-instance: standbys stream as the replication role.\n" + line + "\n"
 }
 
 func hasLine(text, line string) bool {

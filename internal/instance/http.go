@@ -3,7 +3,6 @@ package instance
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +15,8 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
-// Handler serves the agent's HTTP interface (api.go): PathStatus,
-// PathSpec, and PathReady without a token.
+// Handler serves the agent's HTTP interface (api.go): PathReady to anyone,
+// every other path only to the operator (authorize).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathReady, a.serveReady)
@@ -29,14 +28,12 @@ func (a *Agent) Handler() http.Handler {
 	return mux
 }
 
-// auth refuses a request without the bearer token, comparing in constant
-// time.
+// auth refuses a request that does not come from the operator's verified
+// client certificate (authorize).
 func (a *Agent) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + a.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if a.cfg.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+		if code, why := authorize(r.TLS); code != 0 {
+			http.Error(w, why, code)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -60,6 +57,14 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 	case RolePrimary, RoleReplica, RoleFenced:
 	default:
 		http.Error(w, fmt.Sprintf("role %q: want %s, %s or %s", spec.Role, RolePrimary, RoleReplica, RoleFenced), http.StatusBadRequest)
+		return
+	}
+	if err := UpstreamAllowed(spec.Upstream, a.cfg.PodName, a.cfg.Namespace); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := SynchronousAllowed(spec.Synchronous, spec.Role, a.cfg.PodName); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	if err := a.accept(spec, time.Now()); err != nil {
@@ -163,6 +168,11 @@ func (a *Agent) status(ctx context.Context) Status {
 		Term:       a.st.Term,
 	}
 	s.ServerVersion = a.serverVersion
+	s.Features = []string{FeatureSynchronous}
+	if a.srv != nil {
+		s.Synchronous = a.syncApplied
+	}
+	s.TLS = a.cfg.TLSDir != ""
 	s.Archiving = a.archivingStatus(now)
 	if a.stuck != nil {
 		st := *a.stuck

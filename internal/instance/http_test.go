@@ -2,47 +2,58 @@ package instance
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
-// TestHTTP checks the token, the Spec's validation and the lease a primary
-// Spec starts, without a server.
+// TestHTTP checks the client certificate, the Spec's validation and the
+// lease a primary Spec starts, without a server: the connection's verified
+// chain is set on the request as the TLS server would.
 func TestHTTP(t *testing.T) {
-	a := New(Config{Token: "secret", PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres"})
+	a := New(Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", PodName: "db-0", Namespace: "ns"})
 	a.phase = PhaseWaiting
 	h := a.Handler()
-	do := func(method, path, token, body string) *httptest.ResponseRecorder {
+	certs := agenttest.New(t, "db.ns.dbkeeper-agent")
+	other := certs.Issue(t, pki.Request{CommonName: "someone-else", Usage: pki.Client})
+	do := func(method, path string, client *tls.ConnectionState, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
+		req.TLS = client
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec
 	}
+	operator, stranger, noCert := verified(t, certs.Client), verified(t, other), &tls.ConnectionState{}
 	for _, tc := range []struct {
-		name, method, path, token, body string
-		want                            int
+		name, method, path string
+		client             *tls.ConnectionState
+		body               string
+		want               int
 	}{
-		{"status without a token", http.MethodGet, PathStatus, "", "", http.StatusUnauthorized},
-		{"status with a wrong token", http.MethodGet, PathStatus, "secreT", "", http.StatusUnauthorized},
-		{"status with the token", http.MethodGet, PathStatus, "secret", "", http.StatusOK},
-		{"spec without a token", http.MethodPut, PathSpec, "", `{"role":"primary"}`, http.StatusUnauthorized},
-		{"spec with an unknown role", http.MethodPut, PathSpec, "secret", `{"role":"leader"}`, http.StatusBadRequest},
-		{"spec with an unknown field", http.MethodPut, PathSpec, "secret", `{"role":"primary","lease":3}`, http.StatusBadRequest},
-		{"readiness needs no token, and a waiting agent is not ready", http.MethodGet, PathReady, "", "", http.StatusServiceUnavailable},
-		{"spec with the token", http.MethodPut, PathSpec, "secret", `{"role":"primary","slots":["dbkeeper_standby_1"],"leaseSeconds":15}`, http.StatusOK},
+		{"status over plain HTTP", http.MethodGet, PathStatus, nil, "", http.StatusUnauthorized},
+		{"status without a client certificate", http.MethodGet, PathStatus, noCert, "", http.StatusUnauthorized},
+		{"status with another name's certificate", http.MethodGet, PathStatus, stranger, "", http.StatusForbidden},
+		{"status with the operator's certificate", http.MethodGet, PathStatus, operator, "", http.StatusOK},
+		{"spec without a client certificate", http.MethodPut, PathSpec, noCert, `{"role":"primary"}`, http.StatusUnauthorized},
+		{"spec with another name's certificate", http.MethodPut, PathSpec, stranger, `{"role":"primary"}`, http.StatusForbidden},
+		{"backup without a client certificate", http.MethodPost, PathBackup, noCert, `{"name":"b"}`, http.StatusUnauthorized},
+		{"retention with another name's certificate", http.MethodPost, PathRetention, stranger, `{"days":1}`, http.StatusForbidden},
+		{"spec with an unknown role", http.MethodPut, PathSpec, operator, `{"role":"leader"}`, http.StatusBadRequest},
+		{"spec with an unknown field", http.MethodPut, PathSpec, operator, `{"role":"primary","lease":3}`, http.StatusBadRequest},
+		{"readiness needs no certificate, and a waiting agent is not ready", http.MethodGet, PathReady, nil, "", http.StatusServiceUnavailable},
+		{"spec with the operator's certificate", http.MethodPut, PathSpec, operator, `{"role":"primary","slots":["dbkeeper_standby_1"],"leaseSeconds":15}`, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if rec := do(tc.method, tc.path, tc.token, tc.body); rec.Code != tc.want {
+			if rec := do(tc.method, tc.path, tc.client, tc.body); rec.Code != tc.want {
 				t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, rec.Code, strings.TrimSpace(rec.Body.String()), tc.want)
 			}
 		})
@@ -53,7 +64,7 @@ func TestHTTP(t *testing.T) {
 	if left := time.Until(a.leaseDeadline); left < 14*time.Second || left > 15*time.Second {
 		t.Errorf("the lease runs %v, want 15 s from the request", left)
 	}
-	do(http.MethodPut, PathSpec, "secret", `{"role":"primary"}`)
+	do(http.MethodPut, PathSpec, operator, `{"role":"primary"}`)
 	if !a.leaseDeadline.IsZero() {
 		t.Error("a primary Spec with no slots kept a lease")
 	}
@@ -65,17 +76,19 @@ func TestHTTP(t *testing.T) {
 func TestHTTPTerms(t *testing.T) {
 	dir := t.TempDir()
 	statePath := filepath.Join(dir, "state.json")
-	a := New(Config{Token: "secret", PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", StateFile: statePath})
+	a := New(Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", StateFile: statePath, PodName: "db-0", Namespace: "ns"})
 	a.phase = PhaseWaiting
 	h := a.Handler()
+	certs := agenttest.New(t, "db.ns.dbkeeper-agent")
+	operator := verified(t, certs.Client)
 	put := func(body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPut, PathSpec, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer secret")
+		req.TLS = operator
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-	if rec := put(`{"role":"replica","upstream":"b","term":3}`); rec.Code != http.StatusOK {
+	if rec := put(`{"role":"replica","upstream":"db-1.db-headless.ns.svc","term":3}`); rec.Code != http.StatusOK {
 		t.Fatalf("term 3: %d %s", rec.Code, rec.Body)
 	}
 	// Persisted before the answer: the file holds it now.
@@ -84,7 +97,7 @@ func TestHTTPTerms(t *testing.T) {
 		t.Fatalf("after the answer the state file has term %d (ok %v, %v), want 3", st.Term, ok, err)
 	}
 	var s Status
-	if rec := put(`{"role":"replica","upstream":"b","term":3}`); rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &s) != nil || s.Term != 3 {
+	if rec := put(`{"role":"replica","upstream":"db-1.db-headless.ns.svc","term":3}`); rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &s) != nil || s.Term != 3 {
 		t.Fatalf("the same term again: %d %s", rec.Code, rec.Body)
 	}
 	rec := put(`{"role":"primary","term":2}`)
@@ -98,10 +111,8 @@ func TestHTTPTerms(t *testing.T) {
 		t.Errorf("a Spec with no term after term 3: %d, want 409", rec.Code)
 	}
 	// The client maps 409 to ErrStaleTerm.
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := &Client{HTTP: &http.Client{Transport: rewriteTo(srv.URL)}}
-	if _, err := c.Apply(context.Background(), "127.0.0.1", "secret", Spec{Role: RolePrimary, Term: 1}); !errors.Is(err, ErrStaleTerm) {
+	c, creds := serveTLS(t, a, certs)
+	if _, err := c.Apply(context.Background(), "10.1.2.3", creds, Spec{Role: RolePrimary, Term: 1}); !errors.Is(err, ErrStaleTerm) {
 		t.Errorf("client error %v, want ErrStaleTerm", err)
 	}
 	// A higher term that cannot be persisted: 500, and the Spec is not
@@ -127,13 +138,4 @@ func TestHTTPTerms(t *testing.T) {
 	if left := time.Until(a.leaseDeadline); left < 14*time.Second {
 		t.Errorf("the same primary Spec again left the lease at %v, want it renewed to 15 s", left)
 	}
-}
-
-// rewriteTo sends every request to the test server at base.
-type rewriteTo string
-
-func (b rewriteTo) RoundTrip(r *http.Request) (*http.Response, error) {
-	u, _ := url.Parse(string(b))
-	r.URL.Scheme, r.URL.Host = u.Scheme, u.Host
-	return http.DefaultTransport.RoundTrip(r)
 }

@@ -63,16 +63,21 @@ func (a *Agent) writePassfile() error {
 	return os.Rename(tmp, a.passfile())
 }
 
-// toolEnv is the environment of the PostgreSQL tools: the agent's, with
-// the password file and C messages (pg_controldata is parsed).
+// toolEnv is the environment of the PostgreSQL tools: the agent's, which
+// holds no credential (they are in files, Config), with the password file
+// and C messages (pg_controldata is parsed).
 func (a *Agent) toolEnv() []string {
 	return append(os.Environ(), "PGPASSFILE="+a.passfile(), "LC_ALL=C", "PGCONNECT_TIMEOUT=10")
 }
 
-// conninfo is a libpq connection string to host as user, quoted.
+// conninfo is a libpq connection string to host as user, quoted: over
+// TLS, verifying the host's certificate, when the pod has one (tlsConninfo).
 func (a *Agent) conninfo(host, user, extra string) string {
 	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
 	s := fmt.Sprintf("host=%s port=%d user=%s passfile=%s", q(host), a.cfg.Port, q(user), q(a.passfile()))
+	if t := a.tlsConninfo(q); t != "" {
+		s += " " + t
+	}
 	if extra != "" {
 		s += " " + extra
 	}
@@ -99,12 +104,22 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	if err := a.writePassfile(); err != nil {
 		return fmt.Errorf("writing the password file: %w", err)
 	}
+	if !initializing {
+		if err := a.syncBeforeStart(mode); err != nil {
+			return fmt.Errorf("writing %s: %w", autoConfFile, err)
+		}
+	}
+	if err := a.prepareTLS(initializing); err != nil {
+		return err
+	}
 	args := append([]string{}, a.cfg.Entrypoint[1:]...)
 	args = append(args, a.cfg.ServerFlags...)
 	args = append(args, "-c", "unix_socket_directories="+a.cfg.SocketDir)
+	args = append(args, a.tlsFlags()...)
 	conninfo := ""
 	if mode == modeStandby && upstream != "" {
 		conninfo = a.conninfo(upstream, a.cfg.ReplUser, "application_name="+a.cfg.PodName)
+		a.startedStandby()
 	} else {
 		slot = ""
 	}
@@ -114,6 +129,11 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 	tail := &logTail{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = os.Stdout, io.MultiWriter(os.Stderr, tail)
 	cmd.Env = append(os.Environ(), "PGDATA="+a.cfg.PGData, "DBKEEPER_SOCKET_DIR="+a.cfg.SocketDir)
+	if initializing && a.cfg.PasswordFile != "" {
+		// initdb's superuser password: the entrypoint reads the file
+		// (never the password itself in an environment or argv).
+		cmd.Env = append(cmd.Env, EnvPasswordFile+"="+a.cfg.PasswordFile)
+	}
 	if err := a.procs.start(cmd); err != nil {
 		return fmt.Errorf("starting %s: %w", a.cfg.Entrypoint[0], err)
 	}
@@ -153,6 +173,11 @@ func (a *Agent) startServer(ctx context.Context, mode runMode, upstream, slot st
 			a.mu.Lock()
 			a.phase = PhaseRunning
 			a.mu.Unlock()
+			if initializing {
+				// The entrypoint wrote pg_hba.conf: require TLS at once,
+				// not only once a Spec makes it a primary.
+				a.recordErr(a.ensureHBA(ctx))
+			}
 			return nil
 		}
 	}
@@ -257,7 +282,7 @@ func (a *Agent) basebackup(ctx context.Context, upstream, slot string) error {
 	if err := a.writePassfile(); err != nil {
 		return err
 	}
-	args := []string{"-h", upstream, "-p", strconv.Itoa(a.cfg.Port), "-U", a.cfg.ReplUser, "-D", side,
+	args := []string{"-d", a.conninfo(upstream, a.cfg.ReplUser, ""), "-D", side,
 		"-X", "stream", "-c", "fast", "-w"}
 	if slot != "" {
 		args = append(args, "-S", slot)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
@@ -18,14 +20,52 @@ import (
 // connection is dropped and the next call dials again.
 type db struct {
 	connString string
-	mu         sync.Mutex
-	conn       *pgx.Conn
+	// legacyString is the same connection as the bootstrap superuser of a
+	// data directory made before the superuser was SuperUser, which has
+	// no such role until the primary's ensureRoles makes it; "" when
+	// there is none to try.
+	legacyString string
+	mu           sync.Mutex
+	conn         *pgx.Conn
 }
 
-func newDB(socketDir string, port int, user string) *db {
-	q := func(s string) string { return "'" + s + "'" }
-	return &db{connString: fmt.Sprintf("host=%s port=%d user=%s dbname=postgres application_name=dbkeeper-instance connect_timeout=5",
-		q(socketDir), port, q(user))}
+// newDB returns the connection to the server on socketDir as user, or as
+// legacyUser ("" for none) while user does not exist yet.
+func newDB(socketDir string, port int, user, legacyUser string) *db {
+	d := &db{connString: socketConnString(socketDir, port, user, "postgres")}
+	if legacyUser != "" && legacyUser != user {
+		d.legacyString = socketConnString(socketDir, port, legacyUser, "postgres")
+	}
+	return d
+}
+
+// socketConnString is a libpq connection string over the Unix socket.
+// The agent's sessions commit with synchronous_commit local: its own
+// writes (roles, passwords), which it makes again on every primary, do
+// not wait for the synchronous standbys (spec.synchronous) that only
+// connect once the primary is set up.
+func socketConnString(socketDir string, port int, user, database string) string {
+	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s application_name=dbkeeper-instance connect_timeout=5 synchronous_commit=local",
+		q(socketDir), port, q(user), q(database))
+}
+
+// connect dials the server as the agent's user, or, when that role does
+// not exist (a data directory of an earlier release whose bootstrap
+// superuser is the application user), as the legacy user.
+func (d *db) connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, d.connString)
+	if err != nil && d.legacyString != "" && roleMissing(err) {
+		return pgx.Connect(ctx, d.legacyString)
+	}
+	return c, err
+}
+
+// roleMissing reports whether err is the server's refusal of a role that
+// does not exist.
+func roleMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "28000" && strings.Contains(pgErr.Message, "does not exist")
 }
 
 // with runs fn on the connection, bounded by timeout.
@@ -35,7 +75,7 @@ func (d *db) with(ctx context.Context, timeout time.Duration, fn func(ctx contex
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conn == nil || d.conn.IsClosed() {
-		c, err := pgx.Connect(ctx, d.connString)
+		c, err := d.connect(ctx)
 		if err != nil {
 			return err
 		}
@@ -69,7 +109,7 @@ func (d *db) ping(ctx context.Context) error {
 func (d *db) promote(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, d.connString)
+	c, err := d.connect(ctx)
 	if err != nil {
 		return err
 	}

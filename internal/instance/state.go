@@ -45,7 +45,8 @@ type persisted struct {
 	Upstream string `json:"upstream,omitempty"`
 	Slot     string `json:"slot,omitempty"`
 	Detached bool   `json:"detached,omitempty"`
-	// StoppedLSN is the shutdown checkpoint of the last clean demotion.
+	// StoppedLSN is the shutdown checkpoint of the last clean demotion,
+	// "" once the server is made a primary again.
 	StoppedLSN string `json:"stoppedLSN,omitempty"`
 	// Initializing is true from the start of ordinal 0's initialization
 	// until its server first answered: an interrupted initialization is

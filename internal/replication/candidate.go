@@ -10,7 +10,8 @@ import (
 
 // Candidate returns the standby to promote in place of c.Primary: of the
 // standbys that may be promoted, the most advanced (by Position), and of
-// equally advanced ones the lowest ordinal, so that the choice is stable.
+// equally advanced ones c.Prefer, else the lowest ordinal, so that the
+// choice is stable.
 //
 // A standby may be promoted only when its pod is not being deleted, its
 // agent answers, it is not fenced, it is in recovery, it streams from
@@ -51,6 +52,13 @@ func Candidate(c Cluster, streamedAfter time.Time) (Instance, error) {
 			if pa > pb {
 				return -1
 			}
+			return 1
+		}
+		switch c.Prefer {
+		case "":
+		case a.Name:
+			return -1
+		case b.Name:
 			return 1
 		}
 		return byOrdinal(a, b)

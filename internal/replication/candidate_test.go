@@ -36,6 +36,20 @@ func TestCandidate(t *testing.T) {
 			want: "orders-1",
 		},
 		{
+			name: "breaks a tie by the standby a change under way chose",
+			c:    func() Cluster { c := cluster(primary, pod(2), pod(1)); c.Prefer = "orders-2"; return c }(),
+			want: "orders-2",
+		},
+		{
+			name: "prefers the chosen standby only among equals",
+			c: func() Cluster {
+				c := cluster(primary, pod(2), pod(1, at("0/3000080", "0/3000080")))
+				c.Prefer = "orders-2"
+				return c
+			}(),
+			want: "orders-1",
+		},
+		{
 			name: "promotes a standby whose stream broke after the cutoff, ready or not",
 			c: cluster(primary,
 				pod(1, notReadySince(t0.Add(-10*time.Second)), stoppedStreaming(t0.Add(-20*time.Second)))),

@@ -3,6 +3,7 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -89,6 +90,11 @@ type FailoverDecision struct {
 	// Candidate is the standby to promote: set for FailoverFence and
 	// FailoverPromote.
 	Candidate string
+	// Detach are the standbys the controller detaches from the old primary
+	// while it fences it (FailoverFence): the candidate and, with
+	// synchronous replication, every standby whose report the choice rests
+	// on (SynchronousCandidate), sorted.
+	Detach []string
 	// Reason is a sentence for an Event or a condition message.
 	Reason string
 	// RecheckAt is when the decision may change without any watched object
@@ -109,6 +115,10 @@ func (d FailoverDecision) RenewLease() bool {
 // lease for LeaseTTL+Margin and the candidate has not streamed from the old
 // primary for Margin, which together mean that an old primary still running
 // has fenced itself.
+//
+// With c.Synchronous it promotes only a standby that holds every commit the
+// primary acknowledged, and otherwise answers FailoverBlocked saying why
+// (SynchronousCandidate).
 //
 // The primary must be among c.Instances even when its pod is missing: the
 // controller passes it as not ready, with ReadyChanged set to when it first
@@ -139,15 +149,40 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 		}
 	}
 
-	candidate, err := Candidate(c, since.Add(-p.MaxStreamGap))
+	cutoff := since.Add(-p.MaxStreamGap)
+	candidate, err := Candidate(c, cutoff)
 	if err != nil {
 		return FailoverDecision{
 			Action: FailoverBlocked,
 			Reason: fmt.Sprintf("the primary %s %s, but %v", c.Primary, state, err),
 		}
 	}
-	d := FailoverDecision{Action: FailoverFence, Candidate: candidate.Name}
+	heard, notFinal, err := SynchronousCandidate(c, candidate, cutoff)
+	if err != nil {
+		return FailoverDecision{
+			Action: FailoverBlocked,
+			Reason: fmt.Sprintf("the primary %s %s, but %v", c.Primary, state, err),
+		}
+	}
+	d := fenceOrPromote(c, *primary, candidate, lease, p, now)
+	for _, name := range heard {
+		if !slices.Contains(d.Detach, name) {
+			d.Detach = append(d.Detach, name)
+		}
+	}
+	slices.Sort(d.Detach)
+	if notFinal != "" && d.Action == FailoverPromote {
+		// Fencing goes on; the promotion waits for final positions.
+		d.Action, d.Reason, d.RecheckAt = FailoverFence, notFinal, now.Add(p.Margin)
+	}
+	return d
+}
 
+// fenceOrPromote decides, for a failover due from primary to candidate,
+// whether the old primary may still accept writes (Fence) or not
+// (Promote).
+func fenceOrPromote(c Cluster, primary, candidate Instance, lease Lease, p FailoverPolicy, now time.Time) FailoverDecision {
+	d := FailoverDecision{Action: FailoverFence, Candidate: candidate.Name, Detach: []string{candidate.Name}}
 	if primary.Agent != nil && primary.Agent.Fenced {
 		d.Action = FailoverPromote
 		d.Reason = fmt.Sprintf("promoting %s: the old primary %s acknowledged its fence", candidate.Name, c.Primary)

@@ -110,6 +110,14 @@ type Cluster struct {
 	Timeline uint32
 	// Instances are the Database's pods, in any order.
 	Instances []Instance
+	// Prefer is the standby a change under way has chosen (the controller's
+	// targetPrimary): of equally advanced candidates it is kept, so that a
+	// tie does not move the choice from one look to the next.
+	Prefer string
+	// Synchronous is the quorum the primary's commits wait for, nil when
+	// replication is asynchronous. A failover then promotes only a standby
+	// that holds every acknowledged commit (SynchronousCandidate).
+	Synchronous *Quorum
 }
 
 // Ahead reports whether instance a's agent reports more WAL than b's

@@ -78,10 +78,14 @@ func (r Rules) Default(db *dbv1.Database) {
 	if spec.Username == "" {
 		spec.Username = DefaultUsername
 	}
+	if spec.NetworkPolicy == "" {
+		spec.NetworkPolicy = dbv1.NetworkPolicyManaged
+	}
 	if spec.DeletionPolicy == "" {
 		spec.DeletionPolicy = DefaultDeletionPolicy
 	}
 	defaultBackup(db)
+	defaultTLS(db)
 }
 
 // defaultRequest sets the request of a resource when neither its request nor

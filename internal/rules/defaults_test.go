@@ -31,6 +31,7 @@ func defaultSpec(engine dbv1.Engine, version, image string, port int32) dbv1.Dat
 		Username:       "app",
 		Port:           ptr.To(port),
 		DeletionPolicy: dbv1.DeletionPolicyRetain,
+		NetworkPolicy:  dbv1.NetworkPolicyManaged,
 	}
 }
 
@@ -53,6 +54,7 @@ func TestDefault(t *testing.T) {
 		Port:               ptr.To[int32](13306),
 		Parameters:         map[string]string{"max_connections": "500"},
 		DeletionPolicy:     dbv1.DeletionPolicyDelete,
+		NetworkPolicy:      dbv1.NetworkPolicyNone,
 		DeletionProtection: true,
 	}
 

@@ -23,6 +23,8 @@ var (
 )
 
 // deletionPolicies are the supported values of spec.deletionPolicy.
+var networkPolicies = []dbv1.NetworkPolicyMode{dbv1.NetworkPolicyManaged, dbv1.NetworkPolicyNone}
+
 var deletionPolicies = []dbv1.DeletionPolicy{dbv1.DeletionPolicyRetain, dbv1.DeletionPolicyDelete}
 
 // validateName checks that metadata.name can name every child: a DNS-1035
@@ -168,6 +170,14 @@ func validatePort(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *fie
 		}
 	case *spec.Port < MinPort || *spec.Port > MaxPort:
 		*errs = append(*errs, field.Invalid(portPath, *spec.Port, validation.InclusiveRangeError(MinPort, MaxPort)))
+	}
+}
+
+// validateNetworkPolicy checks that spec.networkPolicy is Managed or None.
+// Empty is Managed: a Database stored before the field existed has none.
+func validateNetworkPolicy(spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+	if spec.NetworkPolicy != "" && !slices.Contains(networkPolicies, spec.NetworkPolicy) {
+		*errs = append(*errs, field.NotSupported(netPolicyPath, spec.NetworkPolicy, networkPolicies))
 	}
 }
 

@@ -17,7 +17,8 @@ var parameterKeyRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.-]*$`)
 // ownedParameterHints tell, for the parameters dbkeeper owns (normalized),
 // where to set them instead.
 var ownedParameterHints = map[string]string{
-	"port": "set spec.port instead",
+	"port":                      "set spec.port instead",
+	"synchronous_standby_names": "set spec.synchronous.standbys instead, which waits for that many of the other pods",
 }
 
 // normalizeParameter returns the setting a parameter key names

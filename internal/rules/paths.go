@@ -23,6 +23,7 @@ var (
 	portPath         = specPath.Child("port")
 	parametersPath   = specPath.Child("parameters")
 	policyPath       = specPath.Child("deletionPolicy")
+	netPolicyPath    = specPath.Child("networkPolicy")
 	protectionPath   = specPath.Child("deletionProtection")
 	primaryPath      = specPath.Child("primary")
 	failoverPath     = specPath.Child("failoverTimeout")
@@ -34,7 +35,7 @@ var (
 var reportOrder = []*field.Path{
 	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
 	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath,
-	backupPath, bootstrapPath,
+	synchronousPath, backupPath, tlsPath, bootstrapPath,
 }
 
 // FieldRank orders field paths as Validate reports them: metadata first,

@@ -51,12 +51,16 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(databaseNamePath, spec.DatabaseName, engine, databaseNameRules, &errs)
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
+	validateSynchronousCommit(engine, spec, &errs)
 	validateArchiveParameters(engine, spec, &errs)
 	validateWALKeep(engine, spec, &errs)
 	validateDeletionPolicy(spec, &errs)
+	validateNetworkPolicy(spec, &errs)
 	validatePrimary(db, &errs)
 	validateFailoverTimeout(engine, spec, &errs)
+	validateSynchronous(engine, spec, &errs)
 	validateBackup(engine, spec, &errs)
+	validateTLS(engine, spec, &errs)
 	r.validateBootstrap(engine, db, &errs)
 	return errs
 }

@@ -71,6 +71,8 @@ func TestValidateCreateAcceptsValidDatabases(t *testing.T) {
 		{name: "a mysql parameter that is a postgres owned one", db: validMySQL(fixture.WithParameter("data_directory", "/x"))},
 		{name: "deletionPolicy Delete", db: valid(fixture.WithDeletionPolicy("Delete"))},
 		{name: "deletion protection", db: valid(fixture.WithDeletionProtection())},
+		{name: "no NetworkPolicy", db: valid(fixture.WithNetworkPolicy("None"))},
+		{name: "a network policy mode left empty, as stored before the field existed", db: valid(fixture.WithNetworkPolicy(""))},
 	}
 	// Every version of every engine in the catalog.
 	for _, engine := range catalog.Engines() {
@@ -353,6 +355,7 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 
 		// spec.deletionPolicy
 		{name: "no deletion policy", db: valid(fixture.WithDeletionPolicy("")), want: []fieldError{required("spec.deletionPolicy")}},
+		{name: "an unknown network policy mode", db: valid(fixture.WithNetworkPolicy("Deny")), want: []fieldError{notSupported("spec.networkPolicy")}, detail: `"Managed", "None"`},
 		{name: "an unknown deletion policy", db: valid(fixture.WithDeletionPolicy("Orphan")), want: []fieldError{notSupported("spec.deletionPolicy")}, detail: `"Retain", "Delete"`},
 
 		// all at once

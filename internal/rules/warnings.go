@@ -20,7 +20,8 @@ const endOfLifeNotice = 90 * 24 * time.Hour
 // version's end of life, an image whose tag names another version, and, on
 // create (oldDB nil) or when the field changes to it, a single replica of a
 // replicated engine, a risky bound of a replication slot's WAL
-// (walKeepWarning) and deletionPolicy Delete.
+// (walKeepWarning), what synchronous replication costs
+// (synchronousWarning) and deletionPolicy Delete.
 // The order is fixed.
 func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 	var warnings []string
@@ -36,6 +37,9 @@ func (r Rules) stateWarnings(oldDB, newDB *dbv1.Database) []string {
 		warnings = append(warnings, w)
 	}
 	if w := walKeepWarning(engine, spec); w != "" && (oldDB == nil || walKeepWarning(engine, &oldDB.Spec) != w) {
+		warnings = append(warnings, w)
+	}
+	if w := synchronousWarning(engine, spec); w != "" && (oldDB == nil || synchronousWarning(engine, &oldDB.Spec) != w) {
 		warnings = append(warnings, w)
 	}
 	if spec.DeletionPolicy == dbv1.DeletionPolicyDelete && (oldDB == nil || oldDB.Spec.DeletionPolicy != dbv1.DeletionPolicyDelete) {
@@ -120,6 +124,9 @@ func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
 	}
 	if backupChangesPods(oldSpec, newSpec) {
 		fields = append(fields, backupPath.String())
+	}
+	if tlsChangesPods(oldSpec, newSpec) {
+		fields = append(fields, tlsPath.Child("required").String())
 	}
 	return fields
 }

@@ -55,6 +55,8 @@ type bench struct {
 	mgrOpts   localrun.ManagerOptions
 	mgr       *localrun.Manager
 	pprofAddr string
+	// prober is the spec-change probe, nil without probe Databases.
+	prober *prober
 
 	report *report
 }
@@ -89,10 +91,12 @@ func (b *bench) run(ctx context.Context) error {
 		{"dbkeeper cluster", func(ctx context.Context) error { return b.setupDbkeeper(ctx, binary) }},
 		{"idle memory", b.idleMemory},
 		{"webhook overhead, quiet", b.webhookOverheadQuiet},
+		{"probe Databases", b.probeSetup},
 		{"dbkeeper convergence", b.dbkeeperConvergence},
 		{"steady state", b.steadyState},
 		{"unrelated Secrets", b.unrelatedSecrets},
 		{"restart", b.restart},
+		{"spec-change probe, quiet", b.probeQuiet},
 		{"webhook overhead", b.webhookOverhead},
 	}
 	for _, p := range phases {
@@ -146,6 +150,10 @@ func (b *bench) startCluster(ctx context.Context, name string, watch map[string]
 // stopCluster stops the manager, the watcher and the cluster, if running.
 func (b *bench) stopCluster() error {
 	var errs []error
+	if b.prober != nil {
+		b.prober.close()
+		b.prober = nil
+	}
 	if b.watcher != nil {
 		b.watcher.stop()
 		b.watcher = nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -34,16 +35,18 @@ func benchDatabase(namespace string, i int) *dbv1.Database {
 // plain objects to create: the Secret, the Services and the StatefulSet,
 // built by internal/desired from the defaulted Database, without owner
 // references (there is no Database to own them).
-func floorObjects(db *dbv1.Database, creds desired.Credentials) ([]client.Object, error) {
+func floorObjects(db *dbv1.Database, creds desired.Credentials, inst map[string][]byte) ([]client.Object, error) {
 	secret := desired.Secret(db, creds)
+	instSecret := desired.InstanceSecret(db, inst)
 	sts := desired.StatefulSet(db, desired.Options{InstanceImage: desired.DefaultInstanceImage})
 	secret.OwnerReferences = nil
+	instSecret.OwnerReferences = nil
 	sts.OwnerReferences = nil
 	services := desired.Services(db)
-	acs := make([]any, 0, len(services)+2)
-	out := make([]client.Object, 0, len(services)+2)
-	acs = append(acs, secret)
-	out = append(out, &corev1.Secret{})
+	acs := make([]any, 0, len(services)+3)
+	out := make([]client.Object, 0, len(services)+3)
+	acs = append(acs, secret, instSecret)
+	out = append(out, &corev1.Secret{}, &corev1.Secret{})
 	for _, svc := range services {
 		svc.OwnerReferences = nil
 		acs = append(acs, svc)
@@ -87,15 +90,22 @@ func (b *bench) floorConvergence(ctx context.Context) error {
 	for i := range n {
 		db := benchDatabase(nsFloor, i)
 		defaulting.Default(db)
+		// The instance Secret's passwords only: the fake nodes' pods
+		// start no agent that would read its certificates.
 		var creds desired.Credentials
-		for _, v := range []*string{&creds.Password, &creds.ReplicationPassword, &creds.AgentToken} {
+		var superuser, replication string
+		for _, v := range []*string{&creds.Password, &superuser, &replication} {
 			var err error
 			if *v, err = randomPassword(); err != nil {
 				return err
 			}
 		}
+		inst := map[string][]byte{
+			desired.SecretKeySuperuserPassword:           []byte(superuser),
+			desired.SecretKeyInstanceReplicationPassword: []byte(replication),
+		}
 		var err error
-		if objects[i], err = floorObjects(db, creds); err != nil {
+		if objects[i], err = floorObjects(db, creds, inst); err != nil {
 			return err
 		}
 		names[i] = desired.StatefulSetName(db)
@@ -175,6 +185,10 @@ func (b *bench) dbkeeperConvergence(ctx context.Context) error {
 	b.logf("dbkeeper: creating %d Databases with %d clients", n, b.opts.concurrency)
 	start := time.Now()
 	stopProgress := b.progressEvery(10*time.Second, "dbkeeper", tr, n)
+	stopProbe := func() (probeFigures, error) { return probeFigures{}, nil }
+	if b.prober != nil && b.opts.probeSamples > 0 {
+		stopProbe = b.prober.converging(ctx, b.opts.probeInterval, b.opts.probeSamples, b.logf)
+	}
 	err = b.forEach(ctx, n, func(ctx context.Context, i int) error {
 		if err := b.client.Create(ctx, dbs[i].DeepCopy()); err != nil {
 			return fmt.Errorf("creating Database %s: %w", dbs[i].Name, err)
@@ -186,9 +200,15 @@ func (b *bench) dbkeeperConvergence(ctx context.Context) error {
 		err = tr.wait(ctx, b.opts.timeout)
 	}
 	stopProgress()
+	probe, probeErr := stopProbe()
 	samples := sampler.stop()
-	if err != nil {
+	if err := errors.Join(err, probeErr); err != nil {
 		return err
+	}
+	if b.prober != nil && b.opts.probeSamples > 0 {
+		b.report.SpecChange.Converging = probe
+		b.logf("spec change while converging: %d seen (%d not within %s, %d ticks skipped), p50 %.3fs p99 %.3fs max %.3fs",
+			probe.Samples, probe.Unseen, probeTimeout, probe.Skipped, probe.P50, probe.P99, probe.Max)
 	}
 	cpuAfter := b.cpuByComponent()
 	after, err := b.snapshot(ctx)

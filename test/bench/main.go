@@ -52,6 +52,10 @@ type options struct {
 	managerArgs    string
 	keep           bool
 	fromJSON       string
+	// The spec-change probe (probe.go).
+	probeInterval     time.Duration
+	probeSamples      int
+	probeQuietSamples int
 }
 
 func parseFlags(args []string) (options, error) {
@@ -74,6 +78,9 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.managerArgs, "manager-args", "", "extra manager flags, space separated")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (manager log, cluster logs)")
 	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: print the table (and write -doc) from the figures of an earlier run")
+	fs.DurationVar(&o.probeInterval, "probe-interval", 5*time.Second, "spec-change probe while the Databases converge: one probe Database's spec changed this often")
+	fs.IntVar(&o.probeSamples, "probe-samples", 100, "spec-change probe: at most this many changes while the Databases converge; 0: no probe then")
+	fs.IntVar(&o.probeQuietSamples, "probe-quiet-samples", 10, "spec-change probe: changes one after another on the quiet manager after the convergence; 0: none")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -86,6 +93,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-webhook-rounds must be at least 1")
 	case o.steady < 0 || o.secrets < 0 || o.webhookSamples < 0 || o.secretSize < 0:
 		return o, errors.New("-steady, -secrets, -secret-size and -webhook-samples must not be negative")
+	case o.probeSamples < 0 || o.probeQuietSamples < 0:
+		return o, errors.New("-probe-samples and -probe-quiet-samples must not be negative")
+	case o.probeInterval <= 0:
+		return o, errors.New("-probe-interval must be positive, e.g. 5s")
 	}
 	return o, nil
 }

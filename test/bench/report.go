@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -18,13 +14,14 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/test/bench/benchdoc"
 )
 
 // report holds every figure of a run; it is the JSON output.
 type report struct {
-	Machine machine `json:"machine"`
-	Params  params  `json:"params"`
-	Command string  `json:"command"`
+	Machine benchdoc.Machine `json:"machine"`
+	Params  params           `json:"params"`
+	Command string           `json:"command"`
 	// Code is the commit the manager was built from, and whether the
 	// working tree had uncommitted changes.
 	Code         string    `json:"code"`
@@ -43,19 +40,43 @@ type report struct {
 	Memory       memoryFigures    `json:"memory"`
 	Startup      startupFigures   `json:"startup"`
 	Reconcile    reconcileFigures `json:"reconcile"`
-	Targets      []target         `json:"targets"`
+	// SpecChange is the spec-change probe: a patch of one Database's spec
+	// until the watch sees its StatefulSet carry the change.
+	SpecChange specChangeFigures `json:"specChange"`
+	Targets    []target          `json:"targets"`
 }
 
-type machine struct {
-	CPUs         int    `json:"cpus"`
-	CPUModel     string `json:"cpuModel"`
-	MemoryBytes  int64  `json:"memoryBytes"`
-	Kernel       string `json:"kernel"`
-	Go           string `json:"go"`
-	Kubernetes   string `json:"kubernetes"`
-	LoadAvgStart string `json:"loadAvgStart"`
-	LoadAvgEnd   string `json:"loadAvgEnd"`
+type specChangeFigures struct {
+	// Converging is the probe while the N Databases converge, Quiet on
+	// the quiet manager after the convergence.
+	Converging probeFigures `json:"converging"`
+	Quiet      probeFigures `json:"quiet"`
 }
+
+// probeFigures are the samples of one window of the spec-change probe, in
+// seconds from the PATCH's response until the watch saw the change.
+type probeFigures struct {
+	Samples int `json:"samples"`
+	// Unseen is the number of changes no watch saw within TimeoutSeconds.
+	Unseen int `json:"unseen"`
+	// Failed is the number of PATCHes the API server failed.
+	Failed int `json:"failed,omitempty"`
+	// Skipped is the number of ticks with a change pending on every probe
+	// Database.
+	Skipped int `json:"skipped,omitempty"`
+	// IntervalSeconds is the time between two changes issued (while
+	// converging) or the pause after one was seen (quiet).
+	IntervalSeconds float64   `json:"intervalSeconds"`
+	TimeoutSeconds  float64   `json:"timeoutSeconds"`
+	P50             float64   `json:"p50Seconds"`
+	P99             float64   `json:"p99Seconds"`
+	Max             float64   `json:"maxSeconds"`
+	Mean            float64   `json:"meanSeconds"`
+	Seconds         []float64 `json:"seconds"`
+}
+
+// measured reports whether the window has any sample, seen or not.
+func (f probeFigures) measured() bool { return f.Samples+f.Unseen+f.Failed > 0 }
 
 type params struct {
 	N              int     `json:"n"`
@@ -66,7 +87,11 @@ type params struct {
 	WebhookSamples int     `json:"webhookSamples"`
 	WebhookRounds  int     `json:"webhookRounds"`
 	Nodes          int     `json:"nodes"`
-	ManagerArgs    string  `json:"managerArgs,omitempty"`
+	// The spec-change probe's flags.
+	ProbeIntervalSeconds float64 `json:"probeIntervalSeconds"`
+	ProbeSamples         int     `json:"probeSamples"`
+	ProbeQuietSamples    int     `json:"probeQuietSamples"`
+	ManagerArgs          string  `json:"managerArgs,omitempty"`
 }
 
 type phaseTime struct {
@@ -221,10 +246,11 @@ type target struct {
 }
 
 func newReport(o options, root string) *report {
-	r := &report{StartedAt: time.Now().UTC().Truncate(time.Second), Code: codeVersion(root)}
+	r := &report{StartedAt: time.Now().UTC().Truncate(time.Second), Code: benchdoc.CodeVersion(root)}
 	r.Params = params{
 		N: o.n, Concurrency: o.concurrency, SteadySeconds: o.steady.Seconds(), Secrets: o.secrets, SecretSize: o.secretSize,
 		WebhookSamples: o.webhookSamples, WebhookRounds: o.webhookRounds, Nodes: o.nodes, ManagerArgs: o.managerArgs,
+		ProbeIntervalSeconds: o.probeInterval.Seconds(), ProbeSamples: o.probeSamples, ProbeQuietSamples: o.probeQuietSamples,
 	}
 	r.Command = fmt.Sprintf("go run ./test/bench -n %d -concurrency %d -steady %s", o.n, o.concurrency, o.steady)
 	if o.secrets != 10000 {
@@ -233,25 +259,26 @@ func newReport(o options, root string) *report {
 	if o.webhookSamples != 300 {
 		r.Command += " -webhook-samples " + strconv.Itoa(o.webhookSamples)
 	}
+	if o.probeInterval != 5*time.Second {
+		r.Command += " -probe-interval " + o.probeInterval.String()
+	}
+	if o.probeSamples != 100 {
+		r.Command += " -probe-samples " + strconv.Itoa(o.probeSamples)
+	}
+	if o.probeQuietSamples != 10 {
+		r.Command += " -probe-quiet-samples " + strconv.Itoa(o.probeQuietSamples)
+	}
 	if o.managerArgs != "" {
 		r.Command += " -manager-args " + strconv.Quote(o.managerArgs)
 	}
-	r.Machine = machine{
-		CPUs:         runtime.NumCPU(),
-		CPUModel:     cpuModel(),
-		MemoryBytes:  memTotal(),
-		Kernel:       strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")),
-		Go:           runtime.Version(),
-		Kubernetes:   devcluster.KubernetesVersion,
-		LoadAvgStart: loadAvg(),
-	}
+	r.Machine = benchdoc.ReadMachine(devcluster.KubernetesVersion)
 	return r
 }
 
 // finish sets the totals and evaluates the targets.
 func (r *report) finish() {
 	r.TotalSeconds = round3(time.Since(r.StartedAt).Seconds())
-	r.Machine.LoadAvgEnd = loadAvg()
+	r.Machine.LoadAvgEnd = benchdoc.LoadAvg()
 	r.evaluate()
 }
 
@@ -281,6 +308,7 @@ func (r *report) evaluate() {
 			apiserverRatio > 0 && apiserverRatio <= 1.15},
 		{"RSS growth from unrelated Secrets", "< 5 %", fmt.Sprintf("%+.1f %% (heap %+.1f %%)", mem.SecretsRSSGrowthPct, mem.SecretsHeapGrowthPct), r.Params.Secrets > 0 && mem.SecretsRSSGrowthPct < 5},
 		{"start-up to ready with N Databases", "≤ 2 s", fmt.Sprintf("%.2f s", r.Startup.WithN.ReadySeconds), r.Startup.WithN.ReadySeconds <= 2},
+		specChangeTarget(r.SpecChange),
 	}
 	if n != 1000 {
 		for i := range r.Targets {
@@ -289,16 +317,31 @@ func (r *report) evaluate() {
 	}
 }
 
-func (r *report) writeJSON(file string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
+// specChangeTarget is the target of the spec-change probe: p99 while
+// converging, every change seen.
+func specChangeTarget(sc specChangeFigures) target {
+	t := target{Name: "spec change → StatefulSet updated while converging, p99", Goal: "≤ 2 s"}
+	c := sc.Converging
+	if !c.measured() {
+		t.Value = "not measured"
+		return t
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
+	t.Value = fmt.Sprintf("%.2f s (p50 %.2f s, max %.2f s, %d changes", c.P99, c.P50, c.Max, c.Samples)
+	if c.Unseen > 0 {
+		t.Value += fmt.Sprintf(", **%d not seen within %.0f s**", c.Unseen, c.TimeoutSeconds)
 	}
-	return os.WriteFile(file, append(data, '\n'), 0o644)
+	if c.Failed > 0 {
+		t.Value += fmt.Sprintf(", **%d PATCH failed**", c.Failed)
+	}
+	t.Value += ")"
+	if q := sc.Quiet; q.measured() {
+		t.Value += fmt.Sprintf("; quiet %.2f s", q.P99)
+	}
+	t.Met = c.Samples > 0 && c.Unseen == 0 && c.Failed == 0 && c.P99 <= 2
+	return t
 }
+
+func (r *report) writeJSON(file string) error { return benchdoc.WriteJSON(file, r) }
 
 // Markers around the generated part of the page; text outside them is kept
 // when the page is written again.
@@ -310,26 +353,18 @@ const (
 // writeDoc writes the page: the machine, the command and the table between
 // the markers, keeping any text around them.
 func (r *report) writeDoc(file, plot, table string) error {
-	var b strings.Builder
-	b.WriteString(docBegin + "\n\n")
-	fmt.Fprintf(&b, "Latest run: %s, %.0f s in all.\n\n", r.StartedAt.Format("2006-01-02 15:04 MST"), r.TotalSeconds)
-	fmt.Fprintf(&b, "Machine: %d CPU cores (%s), %.1f GiB memory, Linux %s, %s; load average %s at the start, %s at the end (the machine is shared).\n\n",
-		r.Machine.CPUs, r.Machine.CPUModel, float64(r.Machine.MemoryBytes)/(1<<30), r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvgStart, r.Machine.LoadAvgEnd)
-	fmt.Fprintf(&b, "Reproduce: `make bench BENCH_N=%d` (after `make k8s-tools`), that is\n\n```sh\n%s -out bin/bench.json\n```\n\n", r.Params.N, r.Command)
-	if plot != "" {
-		fmt.Fprintf(&b, "![Databases Ready over time, dbkeeper and the floor](%s)\n\n", plot)
-	}
-	b.WriteString(table)
-	b.WriteString("\n" + docEnd + "\n")
-	generated := b.String()
+	generated := benchdoc.Section(docBegin, docEnd, benchdoc.Run{
+		StartedAt: r.StartedAt, TotalSeconds: r.TotalSeconds, Machine: r.Machine,
+		Reproduce: fmt.Sprintf("Reproduce: `make bench BENCH_N=%d` (after `make k8s-tools`), that is\n\n```sh\n%s -out bin/bench.json\n```", r.Params.N, r.Command),
+		Plot:      plot, PlotAlt: "Databases Ready over time, dbkeeper and the floor",
+	}, table)
 
 	var page string
 	old, err := os.ReadFile(file)
+	replaced, ok := benchdoc.Replace(string(old), docBegin, docEnd, generated)
 	switch {
-	case err == nil && bytes.Contains(old, []byte(docBegin)) && bytes.Contains(old, []byte(docEnd)):
-		before, rest, _ := strings.Cut(string(old), docBegin)
-		_, after, _ := strings.Cut(rest, docEnd+"\n")
-		page = before + generated + after
+	case err == nil && ok:
+		page = replaced
 	case err == nil || errors.Is(err, os.ErrNotExist):
 		page = "# Benchmarks\n\n`make bench` runs dbkeeper on devcluster beside the floor, what the API server and the\n" +
 			"Kubernetes controllers need anyway for the same children, and writes this section.\n\n" + generated
@@ -511,6 +546,8 @@ func (r *report) markdown() string {
 		rc.DepthPeak, duration(rc.QueueWaitP50), duration(rc.QueueWaitP99), duration(rc.QueueWaitMean))
 	fmt.Fprintf(&b, "\nReconcile time from %s; queue wait from %s buckets.\n", rc.ReconcileTimeNote, bucketKind(rc.QueueWaitNative))
 
+	b.WriteString(r.specChangeSection())
+
 	b.WriteString("\nPhases: ")
 	parts := make([]string, 0, 1+len(r.Phases))
 	parts = append(parts, fmt.Sprintf("building the manager %.0f s", r.Setup.BuildSeconds))
@@ -518,6 +555,44 @@ func (r *report) markdown() string {
 		parts = append(parts, fmt.Sprintf("%s %.0f s", ph.Name, ph.Seconds))
 	}
 	b.WriteString(strings.Join(parts, ", ") + ".\n")
+	return b.String()
+}
+
+// specChangeSection is the table of the spec-change probe, empty when it
+// did not run.
+func (r *report) specChangeSection() string {
+	sc := r.SpecChange
+	if !sc.Converging.measured() && !sc.Quiet.measured() {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n#### 7. A spec change while the work queue is deep\n\n"+
+		"%d probe Databases, created and Ready before the N, take turns: a JSON merge patch sets one's `spec.resources.requests.cpu` to a value no earlier change used; "+
+		"timed from the PATCH's response until the benchmark's watch of StatefulSets delivers the probe's StatefulSet whose database container requests that value. "+
+		"While converging: a change every %g s from the first create until every Database is Ready, each to a probe Database with no change pending, at most %d. "+
+		"Quiet: %d changes one after another (%.1f s apart) after the convergence and the restart. Nearest-rank quantiles: with fewer than 100 changes p99 is the maximum. "+
+		"The probe Databases stay to the end: the figures of the convergence above include the probe's writes, and the phases after it see N + %d Databases.\n\n",
+		probeDatabases, r.Params.ProbeIntervalSeconds, r.Params.ProbeSamples, r.Params.ProbeQuietSamples, sc.Quiet.IntervalSeconds, probeDatabases)
+	b.WriteString("| patch → StatefulSet updated | changes seen | p50 | p99 | max | mean | not seen in time |\n|---|---|---|---|---|---|---|\n")
+	row := func(name string, f probeFigures) {
+		if !f.measured() {
+			fmt.Fprintf(&b, "| %s | – | | | | | |\n", name)
+			return
+		}
+		unseen := "0"
+		if f.Unseen > 0 {
+			unseen = fmt.Sprintf("**%d** (%.0f s)", f.Unseen, f.TimeoutSeconds)
+		}
+		if f.Failed > 0 {
+			unseen += fmt.Sprintf("; **%d PATCH failed**", f.Failed)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | **%s** | %s | %s | %s |\n", name, f.Samples, duration(f.P50), duration(f.P99), duration(f.Max), duration(f.Mean), unseen)
+	}
+	row("while converging", sc.Converging)
+	row("quiet, after convergence", sc.Quiet)
+	if s := sc.Converging.Skipped; s > 0 {
+		fmt.Fprintf(&b, "\n%d ticks while converging found a change pending on every probe Database and issued none.\n", s)
+	}
 	return b.String()
 }
 
@@ -628,66 +703,4 @@ func roundTo(x, scale float64) float64 {
 		return 0
 	}
 	return math.Round(x*scale) / scale
-}
-
-// codeVersion describes the checkout the manager is built from: the commit
-// and the files with uncommitted changes, if any.
-func codeVersion(root string) string {
-	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%h %cs %s").Output()
-	if err != nil {
-		return "unknown (not a git checkout)"
-	}
-	v := "commit " + strings.TrimSpace(string(out))
-	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output()
-	if err != nil || len(bytes.TrimSpace(status)) == 0 {
-		return v
-	}
-	var files []string
-	for _, line := range strings.Split(strings.TrimRight(string(status), "\n"), "\n") {
-		if len(line) > 3 { // "XY path"
-			files = append(files, line[3:])
-		}
-	}
-	if len(files) > 6 {
-		files = append(files[:6], fmt.Sprintf("and %d more", len(files)-6))
-	}
-	return v + "; uncommitted changes to " + strings.Join(files, ", ")
-}
-
-func readFile(name string) string {
-	data, err := os.ReadFile(name)
-	if err != nil {
-		return ""
-	}
-	return string(data)
-}
-
-func cpuModel() string {
-	for _, line := range strings.Split(readFile("/proc/cpuinfo"), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
-}
-
-func memTotal() int64 {
-	for _, line := range strings.Split(readFile("/proc/meminfo"), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
-func loadAvg() string {
-	f := strings.Fields(readFile("/proc/loadavg"))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

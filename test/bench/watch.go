@@ -25,8 +25,28 @@ type watcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	trackers []*tracker
+	mu        sync.Mutex
+	trackers  []*tracker
+	observers map[int]func(client.Object, time.Time)
+	nextID    int
+}
+
+// subscribe calls fn with every object the watcher sees added or updated,
+// and when; the returned function stops it. fn must not block.
+func (w *watcher) subscribe(fn func(client.Object, time.Time)) (remove func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.observers == nil {
+		w.observers = map[int]func(client.Object, time.Time){}
+	}
+	id := w.nextID
+	w.nextID++
+	w.observers[id] = fn
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.observers, id)
+	}
 }
 
 // startWatcher watches the kinds (Database, StatefulSet) in the namespaces
@@ -107,7 +127,14 @@ func (w *watcher) observe(obj any) {
 	now := time.Now()
 	w.mu.Lock()
 	trackers := append([]*tracker(nil), w.trackers...)
+	observers := make([]func(client.Object, time.Time), 0, len(w.observers))
+	for _, fn := range w.observers {
+		observers = append(observers, fn)
+	}
 	w.mu.Unlock()
+	for _, fn := range observers {
+		fn(o, now)
+	}
 	for _, t := range trackers {
 		if t.kind == kind && (ready || t.existence) {
 			t.ready(o.GetNamespace(), o.GetName(), now)

@@ -54,7 +54,7 @@ func startCertEnv(t *testing.T) *certEnv {
 	t.Helper()
 	log.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
-	assets := requireCertManager(t)
+	assets := e2eharness.RequireCertManager(t)
 	ctx := context.Background()
 	e := &certEnv{t: t, root: testenv.ProjectRoot(), runDir: t.TempDir(), assets: assets}
 
@@ -90,7 +90,7 @@ func startCertEnv(t *testing.T) *certEnv {
 		t.Fatal(err)
 	}
 
-	procs, logs := startCertManager(t, e.mustKubectl, assets, e.runDir, cluster.Kubeconfig)
+	procs, logs := e2eharness.StartCertManager(t, e.mustKubectl, assets, e.runDir, cluster.Kubeconfig)
 	e.procs = append(e.procs, procs...)
 	e.logTails = append(e.logTails, logs...)
 	return e

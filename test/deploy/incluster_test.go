@@ -259,7 +259,7 @@ spec: {engine: postgres, version: "17", image: ` + pgImage + `, storage: {size: 
 
 func startInCluster(t *testing.T) *inCluster {
 	t.Helper()
-	assets := requireCertManager(t)
+	assets := e2eharness.RequireCertManager(t)
 	testenv.RequireBinaries(t, "kube-controller-manager", "kube-scheduler", "kubectl")
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed, so this machine cannot run containers: `make host-packages` (.ci/run does)")
@@ -302,7 +302,7 @@ func startInCluster(t *testing.T) *inCluster {
 		}
 	})
 	t.Logf("devcluster with a real node up in %s", time.Since(began).Round(100*time.Millisecond))
-	procs, _ := startCertManager(t, e.kubectl, assets, runDir, cluster.Kubeconfig)
+	procs, _ := e2eharness.StartCertManager(t, e.kubectl, assets, runDir, cluster.Kubeconfig)
 	e.procs = append(e.procs, procs...)
 	return e
 }

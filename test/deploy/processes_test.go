@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,95 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
-
-// Names of the cert-manager binaries `make cert-manager-tools` builds.
-const (
-	certManagerController = "cert-manager-controller"
-	certManagerCAInjector = "cert-manager-cainjector"
-	certManagerAssetsEnv  = "CERT_MANAGER_ASSETS"
-)
-
-// certManagerVersion returns the cert-manager version hack/certmanager/go.mod pins.
-func certManagerVersion(t testing.TB) string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(testenv.ProjectRoot(), "hack", "certmanager", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == "github.com/cert-manager/cert-manager" {
-			return fields[1]
-		}
-	}
-	t.Fatal("hack/certmanager/go.mod does not require github.com/cert-manager/cert-manager")
-	return ""
-}
-
-// requireCertManager returns the directory with cert-manager's controller,
-// cainjector and crds/: CERT_MANAGER_ASSETS when set (the Makefile sets it),
-// else where `make cert-manager-tools` builds them. It skips the test in
-// -short mode or when they are missing, unless CERT_MANAGER_ASSETS is set:
-// then missing binaries fail it.
-func requireCertManager(t testing.TB) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a real API server and cert-manager; skipped in -short mode")
-	}
-	dir, fromEnv := os.LookupEnv(certManagerAssetsEnv)
-	if !fromEnv || dir == "" {
-		fromEnv = false
-		dir = filepath.Join(devcluster.CacheDir(), "cert-manager", certManagerVersion(t))
-	}
-	for _, name := range []string{certManagerController, certManagerCAInjector, filepath.Join("crds", "cert-manager.io_certificates.yaml")} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			if fromEnv {
-				t.Fatalf("%s=%s has no %s: run `make cert-manager-tools`", certManagerAssetsEnv, dir, name)
-			}
-			t.Skipf("cert-manager is not built (%s missing): run `make cert-manager-tools`, or `make test`", filepath.Join(dir, name))
-		}
-	}
-	return dir
-}
-
-// startProcess starts a program in a process group of its own, with the
-// parent-death signal set so that the kernel kills it if the test process
-// dies first, and stops it when the test ends.
-func startProcess(t testing.TB, name, logFile, binary string, args ...string) *process.Process {
-	t.Helper()
-	p := &process.Process{Name: name, Path: binary, Args: args, LogPath: logFile}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := p.Stop(10 * time.Second); err != nil {
-			t.Errorf("stopping %s: %v", name, err)
-		}
-	})
-	return p
-}
-
-// startCertManager installs cert-manager's CRDs with kubectl (the
-// cluster's) and starts its cainjector and controller against kubeconfig,
-// each logging to runDir/<name>.log, which it returns with the processes.
-func startCertManager(t testing.TB, kubectl func(t testing.TB, args ...string) string, assets, runDir, kubeconfig string) (procs []*process.Process, logs []string) {
-	t.Helper()
-	crds := filepath.Join(assets, "crds")
-	kubectl(t, "apply", "--server-side", "-f", crds)
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds)
-	for _, name := range []string{certManagerCAInjector, certManagerController} {
-		logFile := filepath.Join(runDir, name+".log")
-		logs = append(logs, logFile)
-		procs = append(procs, startProcess(t, name, logFile, filepath.Join(assets, name), "--kubeconfig="+kubeconfig, "-v=2"))
-	}
-	return procs, logs
-}
 
 // eventuallyWhileRunning polls check every interval until it returns ""
 // and returns how long that took; it fails the test at once when one of

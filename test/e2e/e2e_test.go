@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/leakscan"
@@ -281,18 +282,30 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := passwords.snapshot()
-		if len(secrets.Items) != 20 {
-			t.Errorf("%d Secrets, want 20", len(secrets.Items))
+		// A credentials and an instance Secret each, and each postgres
+		// Database's TLS certificate and CA.
+		if len(secrets.Items) != 50 {
+			t.Errorf("%d Secrets, want 50", len(secrets.Items))
 		}
 		for _, secret := range secrets.Items {
-			if got := string(secret.Data["password"]); got == "" || got != first[secret.Name] {
-				t.Errorf("Secret %s: the password is not the one first generated", secret.Name)
+			key := desired.SecretKeyPassword
+			switch {
+			case strings.HasSuffix(secret.Name, "-instance"):
+				key = desired.SecretKeySuperuserPassword
+			case !strings.HasSuffix(secret.Name, "-credentials"):
+				continue
+			}
+			if got := string(secret.Data[key]); got == "" || got != first[secret.Name] {
+				t.Errorf("Secret %s: the %s is not the one first generated", secret.Name, key)
 			}
 		}
 		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &corev1.ServiceList{}, &corev1.SecretList{}} {
 			want := 20
-			if _, ok := list.(*corev1.ServiceList); ok {
+			switch list.(type) {
+			case *corev1.ServiceList:
 				want = 50 // 10 postgres with 3 each (client, headless, read-only), 10 mysql with 2
+			case *corev1.SecretList:
+				want = 50 // 10 postgres with 4 each (credentials, instance, TLS, CA), 10 mysql with 1
 			}
 			if n := s.count(list, client.InNamespace("crash")); n != want {
 				t.Errorf("%T: %d objects, want %d (no duplicates, no orphans)", list, n, want)
@@ -309,7 +322,8 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // noLeaks fails the test if the manager's log or any Event holds a
-// password or URI of a credentials Secret, plain or base64-encoded.
+// confidential value of a credentials or instance Secret (a password, the
+// URI, a private key; desired.ConfidentialKeys), plain or base64-encoded.
 func (s *suite) noLeaks(t *testing.T) {
 	t.Helper()
 	s.secrets.mu.Lock()
@@ -327,7 +341,7 @@ func (s *suite) noLeaks(t *testing.T) {
 	for _, l := range leaks {
 		t.Errorf("%s found %s in %s", l.Secret, l.Encoding, l.Source)
 	}
-	t.Logf("scanned the manager log (%d KiB) and %d Events for %d passwords and URIs: %d leak(s)", e2eharness.Size(logs)>>10, len(events), scanner.Len(), len(leaks))
+	t.Logf("scanned the manager log (%d KiB) and %d Events for %d passwords, URIs and keys: %d leak(s)", e2eharness.Size(logs)>>10, len(events), scanner.Len(), len(leaks))
 }
 
 // passwordLog records the first password seen for each Secret of a
@@ -367,10 +381,16 @@ func (s *suite) recordPasswords(t *testing.T, namespace string) *passwordLog {
 				continue
 			}
 			log.mu.Lock()
-			if _, seen := log.first[secret.Name]; !seen && len(secret.Data["password"]) > 0 {
-				log.first[secret.Name] = string(secret.Data["password"])
+			// The credentials Secret's password, the instance Secret's
+			// superuser password.
+			password := secret.Data[desired.SecretKeyPassword]
+			if len(password) == 0 {
+				password = secret.Data[desired.SecretKeySuperuserPassword]
 			}
-			for _, key := range []string{"password", "uri"} {
+			if _, seen := log.first[secret.Name]; !seen && len(password) > 0 {
+				log.first[secret.Name] = string(password)
+			}
+			for _, key := range desired.ConfidentialKeys {
 				if v := secret.Data[key]; len(v) > 0 {
 					log.values[secret.Namespace+"/"+secret.Name+" "+key+" "+secret.ResourceVersion] = string(v)
 				}

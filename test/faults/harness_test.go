@@ -335,38 +335,47 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 		return s
 	}
 
-	seenSecret := map[string]bool{}
+	seenSecret, seenInstanceSecret := map[string]bool{}, map[string]bool{}
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
 		db := owner("Secret", s)
 		if db == nil {
 			continue
 		}
-		if s.Name != desired.SecretName(db) {
+		if desired.HasInstanceAgent(spec(db)) && (s.Name == desired.TLSSecretName(db) || s.Name == desired.CASecretName(db)) {
+			continue // the server's TLS certificate and its CA
+		}
+		passwordKey := desired.SecretKeyPassword
+		switch s.Name {
+		case desired.SecretName(db):
+			seenSecret[db.Name] = true
+		case desired.InstanceSecretName(db):
+			seenInstanceSecret[db.Name] = true
+			passwordKey = desired.SecretKeySuperuserPassword
+		default:
 			add("Secret %s: unexpected name for Database %s", s.Name, db.Name)
 			continue
 		}
-		seenSecret[db.Name] = true
-		password := string(s.Data[desired.SecretKeyPassword])
+		password := string(s.Data[passwordKey])
 		switch want, ok := first[s.Name]; {
 		case password == "":
-			add("Secret %s has no password", s.Name)
+			add("Secret %s has no %s", s.Name, passwordKey)
 		case !ok:
-			add("Secret %s: the recorder never saw its first password", s.Name)
+			add("Secret %s: the recorder never saw its first %s", s.Name, passwordKey)
 		case password != want:
-			add("Secret %s: the password is not the first one generated", s.Name)
+			add("Secret %s: the %s is not the first one generated", s.Name, passwordKey)
 		}
-		creds := desired.Credentials{
-			Password:            password,
-			ReplicationPassword: string(s.Data[desired.SecretKeyReplicationPassword]),
-			AgentToken:          string(s.Data[desired.SecretKeyAgentToken]),
+		// The Secrets are made by a plain create (no applied fields to
+		// extract): compare what they hold of the fields dbkeeper sets.
+		want := desired.Secret(spec(db), desired.Credentials{Password: password})
+		if s.Name == desired.InstanceSecretName(db) {
+			for _, k := range desired.InstanceSecretKeys {
+				if len(s.Data[k]) == 0 {
+					add("Secret %s lacks %s", s.Name, k)
+				}
+			}
+			want = desired.InstanceSecret(spec(db), s.Data)
 		}
-		if desired.HasInstanceAgent(spec(db)) && (creds.ReplicationPassword == "" || creds.AgentToken == "") {
-			add("Secret %s lacks the replication password or the agent token", s.Name)
-		}
-		// The Secret is made by a plain create (no applied fields to
-		// extract): compare what it holds of the fields dbkeeper sets.
-		want := desired.Secret(spec(db), creds)
 		if c := desired.Changes(want, desired.SecretHeld(want, s)); len(c) > 0 {
 			add("Secret %s differs from the spec in %v", s.Name, c)
 		}
@@ -455,6 +464,9 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 	for name, db := range live {
 		if !seenSecret[name] {
 			add("Database %s has no credentials Secret", name)
+		}
+		if desired.HasInstanceAgent(spec(db)) && !seenInstanceSecret[name] {
+			add("Database %s has no instance Secret", name)
 		}
 		if want := len(desired.Services(spec(db))); seenServices[name] != want {
 			add("Database %s has %d Services, want %d", name, seenServices[name], want)
@@ -612,13 +624,14 @@ func logLevels(file, namespace string, offset int64) (map[string]int, int64, err
 }
 
 // scanForPasswords reads every manager log of the run, every component log
-// and every Event, and fails if any holds a password or a connection URI of
-// a credentials Secret, plain or base64-encoded.
+// and every Event, and fails if any holds a confidential value of a
+// credentials or instance Secret (desired.ConfidentialKeys: the passwords,
+// the connection URI, the private keys), plain or base64-encoded.
 func (h *harness) scanForPasswords(w io.Writer) error {
 	values := map[string]string{}
 	secretsSeen := map[string]bool{}
 	for key, v := range h.rec.allSecretData() {
-		if strings.HasSuffix(key, " "+desired.SecretKeyPassword) || strings.HasSuffix(key, " "+desired.SecretKeyURI) {
+		if f := strings.Fields(key); len(f) == 2 && slices.Contains(desired.ConfidentialKeys, f[1]) {
 			values[key] = v
 			secretsSeen[strings.Fields(key)[0]] = true
 		}

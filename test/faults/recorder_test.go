@@ -93,7 +93,12 @@ func (r *recorder) secret(obj any) {
 	for k, v := range s.Data {
 		r.secretData[key+" "+k] = string(v)
 	}
+	// The credentials Secret's password, or the instance Secret's
+	// superuser password: each must stay the first one generated.
 	password := string(s.Data[desired.SecretKeyPassword])
+	if password == "" {
+		password = string(s.Data[desired.SecretKeySuperuserPassword])
+	}
 	if password == "" {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -119,12 +120,12 @@ func testImage(t *testing.T, runc, name, archive string) {
 	t.Logf("unpacked %s in %v", name, time.Since(start).Round(time.Millisecond))
 
 	// An empty password in the Secret: the entrypoint refuses to initialize
-	// and says which variable to set.
+	// and names the empty file (postgres) or the variable to set (mysql).
 	bad := newContainer(t, runc, filepath.Join(work, "empty-password"), rootfs, img, db, "")
 	badLog := filepath.Join(work, "empty-password.log")
 	bad.start(badLog)
 	bad.waitStopped(30 * time.Second)
-	want := map[dbv1.Engine]string{dbv1.EnginePostgres: "POSTGRES_PASSWORD is not set", dbv1.EngineMySQL: "set exactly one of MYSQL_ROOT_PASSWORD"}[engine]
+	want := map[dbv1.Engine]string{dbv1.EnginePostgres: "POSTGRES_PASSWORD_FILE=/etc/dbkeeper/secrets/superuser-password is empty", dbv1.EngineMySQL: "set exactly one of MYSQL_ROOT_PASSWORD"}[engine]
 	if got := bad.lastLog(); !strings.Contains(got, want) {
 		t.Errorf("with an empty password the log does not say %q:\n%s", want, got)
 	}
@@ -231,6 +232,21 @@ func newContainer(t *testing.T, runc, work, rootfs string, img ociimage.Unpacked
 			mode = 0o775
 		}
 		pc.mounts[*m.MountPath] = volume(*m.Name, mode)
+		if *m.Name == desired.VolumeSecrets {
+			// The projected volume: every file holds secret, readable
+			// by the group fsGroup only.
+			for _, src := range volumeNamed(pod.Volumes, desired.VolumeSecrets).Projected.Sources {
+				for _, item := range src.Secret.Items {
+					file := filepath.Join(pc.mounts[*m.MountPath], *item.Path)
+					if err := os.WriteFile(file, []byte(secret), 0o440); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chown(file, 0, fsGroup); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
 	}
 	bundle := filepath.Join(work, "bundle")
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
@@ -275,8 +291,10 @@ func (c client) try(pw, query string) (string, error) {
 		return c.ct.execErr(nil, "mariadb", "--host=127.0.0.1", "--port="+c.port, "--user=app", "--password="+pw,
 			"--batch", "--skip-column-names", "--database=app", "--execute="+query)
 	}
+	// The superuser: the instance agent, which makes the application's
+	// user, does not run here.
 	return c.ct.execErr([]string{"PGPASSWORD=" + pw, "PGCONNECT_TIMEOUT=5"}, "psql", "--no-psqlrc", "--host=127.0.0.1",
-		"--port="+c.port, "--username=app", "--dbname=app", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1", "--command="+query)
+		"--port="+c.port, "--username="+desired.SuperUser, "--dbname=app", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1", "--command="+query)
 }
 
 func (c client) sql(t *testing.T, query string) string {
@@ -426,4 +444,14 @@ func (c *container) remove() {
 	if out, err := c.runcCmd(context.Background(), "delete", "--force", c.id).CombinedOutput(); err != nil {
 		c.t.Errorf("cleaning up container %s: %v: %s", c.id, err, out)
 	}
+}
+
+// volumeNamed returns the volume of that name.
+func volumeNamed(volumes []corev1ac.VolumeApplyConfiguration, name string) *corev1ac.VolumeApplyConfiguration {
+	for i := range volumes {
+		if *volumes[i].Name == name {
+			return &volumes[i]
+		}
+	}
+	return nil
 }

@@ -73,10 +73,13 @@ func (s *suite) testBackup(t subtest) {
 		b := s.backupOf(t, name, name+"-first", 3*time.Minute)
 		t.Logf("backup %s: %s to %s (%v), WAL %s to %s", b.Name, b.Status.StartedAt, b.Status.StoppedAt,
 			b.Status.StoppedAt.Sub(b.Status.StartedAt.Time), b.Status.BeginWAL, b.Status.EndWAL)
-		db := s.database(t, name)
-		if st := db.Status.Backup; st == nil || st.LastSuccessfulBackup == "" || st.FirstRecoverabilityPoint == nil {
-			t.Errorf("status.backup = %+v, want the last successful backup and the first recoverability point", st)
-		}
+		// The Database's status follows the Backup's in a write of its own.
+		testenv.Eventually(t, 30*time.Second, "status.backup naming the backup", func() string {
+			if st := s.database(t, name).Status.Backup; st == nil || st.LastSuccessfulBackup == "" || st.FirstRecoverabilityPoint == nil {
+				return fmt.Sprintf("status.backup = %+v, want the last successful backup and the first recoverability point", st)
+			}
+			return ""
+		})
 	})
 
 	step("a switchover and a failover while the writer runs", func(t subtest) {
@@ -106,13 +109,13 @@ func (s *suite) testBackup(t subtest) {
 	step("an outage of the object store: ContinuousArchiving False within 30 s, True after it returns, no gap", func(t subtest) {
 		store.Stop(t)
 		began := time.Now()
-		rw.exec(t, "SELECT pg_switch_wal()")
+		s.psqlIn(t, s.primaryOf(t, name), "SELECT pg_switch_wal()")
 		s.waitArchiving(t, name, metav1.ConditionFalse, 30*time.Second)
 		t.Logf("ContinuousArchiving False %v after the store stopped: %s", time.Since(began).Round(time.Millisecond), s.condition(name, dbv1.ConditionContinuousArchiving).Message)
 		time.Sleep(time.Until(began.Add(60 * time.Second)))
 		store.Start(t)
 		returned := time.Now()
-		rw.exec(t, "SELECT pg_switch_wal()")
+		s.psqlIn(t, s.primaryOf(t, name), "SELECT pg_switch_wal()")
 		s.waitArchiving(t, name, metav1.ConditionTrue, 2*time.Minute)
 		t.Logf("ContinuousArchiving True %v after the store returned", time.Since(returned).Round(time.Millisecond))
 	})

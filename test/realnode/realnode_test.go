@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
 )
 
@@ -27,6 +28,9 @@ const ns = "realnode"
 func TestRealNode(t *testing.T) {
 	s := setup(t)
 	s.mustKubectl("create", "namespace", ns)
+	// First, while the cluster holds no other Database: the previous
+	// release's manager would take every Database back to its layout.
+	s.run(t, "upgrade: a Database of the previous release converges to the new layout, its clients logging in as before", "legacy", s.testUpgrade)
 
 	pgImage := s.image("dbkeeper.local/postgres:")
 	mariadbImage := s.image("dbkeeper.local/mariadb:")
@@ -158,8 +162,14 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		}
 	})
 
-	s.run(t, "deleted with Retain, re-created with the saved Secret: the old rows are readable", pg.name, func(t subtest) {
-		saved := s.secret(pg.name + "-credentials")
+	s.run(t, "deleted with Retain, re-created with the saved Secrets: the old rows are readable", pg.name, func(t subtest) {
+		// The superuser's and the replication role's passwords are in
+		// the instance Secret, the application's in the credentials
+		// Secret: the data directory knows all three.
+		saved := map[string]map[string]string{}
+		for _, name := range []string{pg.name + "-credentials", pg.name + "-instance"} {
+			saved[name] = s.secret(name)
+		}
 		s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
 		testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
 			if s.podUID(pg.name+"-0") != "" {
@@ -171,16 +181,15 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		if out, err := s.kubectl("get", "pvc", "-n", ns, claim); err != nil {
 			t.Fatalf("claim %s did not survive the Database with deletionPolicy Retain: %s", claim, out)
 		}
-		// The Secret goes with the Database; the user saved it.
-		if _, err := s.kubectl("get", "secret", "-n", ns, pg.name+"-credentials"); err == nil {
-			s.mustKubectl("delete", "secret", "-n", ns, pg.name+"-credentials")
-		}
-		secret := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: pg.name + "-credentials", Namespace: ns},
-			StringData: saved,
-		}
-		if err := s.client.Create(context.Background(), secret); err != nil {
-			t.Fatal(err)
+		// The Secrets go with the Database; the user saved them.
+		for name, data := range saved {
+			if _, err := s.kubectl("get", "secret", "-n", ns, name); err == nil {
+				s.mustKubectl("delete", "secret", "-n", ns, name)
+			}
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
+			if err := s.client.Create(context.Background(), secret); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// The claim is 1Gi; ask for that.
 		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
@@ -264,6 +273,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 	s.run(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, s.testReplication)
 	s.run(t, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
 	s.run(t, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
+	s.run(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, s.testSecurity)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of
@@ -336,6 +346,9 @@ func (e *engineClient) sqlAt(host, statements string) string {
 		if host != sec["host"] {
 			uri = strings.Replace(uri, "@"+sec["host"]+":", "@"+host+":", 1)
 		}
+		// The uri asks for verify-full: the pod's mounted TLS Secret has
+		// the CA (what a client mounts from the credentials Secret).
+		uri += "&sslrootcert=" + instance.TLSDir + "/ca.crt"
 		cmd = []string{"psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statements}
 	case dbv1.EngineMySQL:
 		cmd = []string{"mysql", "--host=" + host, "--port=" + sec["port"], "--user=" + sec["username"],

@@ -1,14 +1,10 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/test/nodepod"
 )
 
 // replicated is the name of the replicated Database of testReplication.
@@ -308,6 +306,51 @@ func (s *suite) testReplication(t subtest) {
 			return ""
 		})
 	})
+
+	step("with synchronous replication a primary cut off loses no acknowledged row", func(t subtest) {
+		// docs/replication.md §23: ANY 1 of the two standbys.
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"synchronous":{"standbys":1}}}`)
+		old := s.primaryOf(t, name)
+		quorum := func(primary string) string {
+			var names []string
+			for i := range 3 {
+				if pod := fmt.Sprintf("%s-%d", name, i); pod != primary {
+					names = append(names, `"`+pod+`"`)
+				}
+			}
+			return "ANY 1 (" + strings.Join(names, ", ") + ")"
+		}
+		testenv.Eventually(t, time.Minute, old+" runs with the quorum", func() string {
+			if got := s.psqlIn(t, old, "SHOW synchronous_standby_names"); got != quorum(old) {
+				return fmt.Sprintf("synchronous_standby_names %q, want %q", got, quorum(old))
+			}
+			return ""
+		})
+		s.waitReady(name, 3*time.Minute)
+		w := startWriter(t, rw, 400000)
+		time.Sleep(2 * time.Second)
+		began := time.Now()
+		heal := s.isolate(t, old)
+		newPrimary := s.waitNewPrimary(t, name, old, 4*time.Minute)
+		w.waitWrites(t, 5, time.Minute)
+		acked, outage := w.stop()
+		t.Logf("synchronous failover %s → %s after isolating %s: primary recorded after %v; writes paused %v; %d rows acknowledged",
+			old, newPrimary, old, time.Since(began).Round(time.Millisecond), outage.Round(time.Millisecond), len(acked))
+		s.checkLost(t, rw, acked, 0)
+		if got := s.psqlIn(t, newPrimary, "SHOW synchronous_standby_names"); got != quorum(newPrimary) {
+			t.Errorf("the new primary %s runs with synchronous_standby_names %q, want %q", newPrimary, got, quorum(newPrimary))
+		}
+		heal()
+		s.waitReadyOrReclone(t, name, 4*time.Minute)
+		s.checkRoles(t, name, newPrimary)
+		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"synchronous":null}}`)
+		testenv.Eventually(t, time.Minute, newPrimary+" asynchronous again", func() string {
+			if got := s.psqlIn(t, newPrimary, "SHOW synchronous_standby_names"); got != "" {
+				return fmt.Sprintf("synchronous_standby_names %q", got)
+			}
+			return ""
+		})
+	})
 }
 
 // pgTarget is a Service of a postgres Database, reached from the host
@@ -554,12 +597,19 @@ func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Durat
 }
 
 // psqlIn runs one statement in pod's postgres container, on the server of
-// that pod, with its Database's Secret's credentials, and returns its output
-// trimmed.
+// that pod, as the superuser (the instance Secret's password: the
+// application's user may not pause replay or switch WAL), and returns its
+// output trimmed.
 func (s *suite) psqlIn(t testing.TB, pod, statement string) string {
 	t.Helper()
-	sec := s.secret(pod[:strings.LastIndexByte(pod, '-')] + "-credentials")
-	uri := strings.Replace(sec["uri"], "@"+sec["host"]+":", "@127.0.0.1:", 1)
+	db := pod[:strings.LastIndexByte(pod, '-')]
+	sec := s.secret(db + "-credentials")
+	inst := s.secret(db + "-instance")
+	// 127.0.0.1 is no name in the server's certificate: TLS without
+	// verifying the name (a loopback connection in the pod).
+	u := url.URL{Scheme: "postgresql", User: url.UserPassword(desired.SuperUser, inst[desired.SecretKeySuperuserPassword]),
+		Host: net.JoinHostPort("127.0.0.1", sec["port"]), Path: "/" + sec["database"], RawQuery: "sslmode=require"}
+	uri := u.String()
 	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
 	if err != nil {
 		t.Fatalf("%s in %s: %v\n%s", statement, pod, err, out)
@@ -640,62 +690,22 @@ func (s *suite) checkRoles(t testing.TB, name, primary string) {
 	})
 }
 
-// isolate cuts a pod off the network, as a lost node would be: every packet
-// in or out of its interface is dropped, inside its own network namespace,
-// so nothing on the host changes. It returns the function that heals it.
+// isolate cuts a pod off the network, as a lost node would be
+// (nodepod.Isolate). It returns the function that heals it, which the
+// test's clean-up calls too.
 func (s *suite) isolate(t testing.TB, pod string) (heal func()) {
 	t.Helper()
-	netns := fmt.Sprintf("--net=/proc/%d/ns/net", agentPID(t, pod))
-	rules := [][]string{{"INPUT", "-i", "eth0", "-j", "DROP"}, {"OUTPUT", "-o", "eth0", "-j", "DROP"}}
-	for _, r := range rules {
-		run(t, append([]string{"nsenter", netns, "iptables", "-I"}, r...)...)
+	h, err := nodepod.Isolate(pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	healed := false
 	heal = func() {
-		if healed {
-			return
-		}
-		healed = true
-		for _, r := range rules {
-			// The pod may be gone, and its namespace with it.
-			_ = exec.Command("nsenter", append([]string{netns, "iptables", "-D"}, r...)...).Run()
+		if err := h(); err != nil {
+			t.Error(err)
 		}
 	}
 	t.Cleanup(heal)
 	return heal
-}
-
-// agentPID finds the host PID of the instance agent of a pod of the test
-// namespace, by the pod name the StatefulSet gives it in its environment.
-func agentPID(t testing.TB, pod string) int {
-	t.Helper()
-	want := []byte("\x00DBKEEPER_POD_NAME=" + pod + "\x00")
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
-		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) {
-			continue
-		}
-		if cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); bytes.Contains(cmd, []byte("dbkeeper-instance")) {
-			return pid
-		}
-	}
-	t.Fatalf("no instance agent of pod %s runs on this machine", pod)
-	return 0
-}
-
-func run(t testing.TB, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
 }
 
 // dumpReplicationOnFailure logs, when t failed, what the pods of the

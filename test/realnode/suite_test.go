@@ -87,12 +87,36 @@ func setup(t testing.TB) *suite {
 			t.Errorf("stopping devcluster: %v", err)
 		}
 	})
-	s.manager, err = localrun.StartManager(ctx, env.ManagerOptions(env.Cluster.Kubeconfig, s.logFile,
-		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info"))
+	s.manager, err = localrun.StartManager(ctx, s.managerOptions(env.Binary, env.Cluster.InstanceImage(), s.logFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// managerOptions are the suite's manager's, with the given binary, instance
+// image and log file: the upgrade test runs an earlier release's.
+func (s *suite) managerOptions(binary, instanceImage, logFile string) localrun.ManagerOptions {
+	opts := s.env.ManagerOptions(s.env.Cluster.Kubeconfig, logFile,
+		"--metrics-secure=false", "--backoff-base=200ms", "--backoff-max=10s", "--zap-log-level=info")
+	opts.Binary, opts.InstanceImage = binary, instanceImage
+	return opts
+}
+
+// restartManager stops the running manager and starts one with opts.
+func (s *suite) restartManager(t testing.TB, opts localrun.ManagerOptions) {
+	t.Helper()
+	if s.manager != nil {
+		if err := s.manager.Stop(); err != nil {
+			t.Errorf("stopping the manager: %v", err)
+		}
+		s.manager = nil
+	}
+	m, err := localrun.StartManager(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.manager = m
 }
 
 // run runs f as a subtest of t and records its failure with what it said

@@ -33,6 +33,10 @@ func FuzzAdmission(f *testing.F) {
 		`null`,
 		`{"metadata":{"name":"` + strings.Repeat("a", 300) + `"}}`,
 		`{"spec":{"storage":{"size":"9e99"},"resources":{"limits":{"cpu":"-9e99"}}}}`,
+		`{"metadata":{"name":"orders"},"spec":{"replicas":3,"synchronous":{"standbys":1},"parameters":{"synchronous_commit":"local","synchronous_standby_names":"*"}}}`,
+		`{"metadata":{"name":"orders"},"spec":{"engine":"mysql","synchronous":{"standbys":-2147483648}}}`,
+		`{"metadata":{"name":"orders"},"spec":{"replicas":2,"synchronous":{"standbys":"one"}}}`,
+		`{"metadata":{"name":"orders"},"spec":{"synchronous":null,"replicas":9,"parameters":{"Synchronous_Commit":"'OFF'"}}}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s), []byte(`{"metadata":{"name":"orders"},"spec":{"engine":"postgres"}}`), uint8(0))

@@ -348,6 +348,34 @@ func TestAdmission(t *testing.T) {
 `,
 			},
 			{
+				// An issuer without a name, of a kind and a group
+				// dbkeeper does not know.
+				sample: "invalid/tls.yaml",
+				fails:  true,
+				stderr: `The Database "secured" is invalid: 
+* spec.tls.issuerRef.name: Required value: name the cert-manager Issuer or ClusterIssuer that signs the server's certificate, or remove issuerRef for a CA dbkeeper runs for the Database
+* spec.tls.issuerRef.kind: Unsupported value: "VaultIssuer": supported values: "Issuer", "ClusterIssuer": dbkeeper makes a cert-manager Certificate, which names an Issuer of its namespace or a ClusterIssuer
+* spec.tls.issuerRef.group: Unsupported value: "certmanager.step.sm": supported values: "cert-manager.io": dbkeeper asks cert-manager for the certificate, and knows no issuer of another group
+`,
+			},
+			{
+				sample: "invalid/tls-mysql.yaml",
+				fails:  true,
+				stderr: `The Database "catalog-tls" is invalid: spec.tls: Forbidden: TLS settings are supported for postgres only: remove spec.tls for mysql
+`,
+			},
+			{
+				// More standbys than the Database has, and the parameters
+				// synchronous replication owns.
+				sample: "invalid/synchronous.yaml",
+				fails:  true,
+				stderr: `The Database "ledger-sync" is invalid: 
+* spec.parameters[synchronous_standby_names]: Forbidden: synchronous_standby_names is owned by dbkeeper for replication; set spec.synchronous.standbys instead, which waits for that many of the other pods
+* spec.parameters[synchronous_commit]: Forbidden: synchronous_commit "off" acknowledges a commit before spec.synchronous.standbys standbys have it on disk, so a failover could lose it: remove the key (dbkeeper keeps synchronous_commit on), set it to on or remote_apply, or remove spec.synchronous
+* spec.synchronous.standbys: Invalid value: 3: must be between 1 and spec.replicas - 1 (2), the number of standbys a commit can wait for: set it in that range, raise spec.replicas, or remove spec.synchronous
+`,
+			},
+			{
 				sample: "invalid/backup-object.yaml",
 				fails:  true,
 				stderr: `The Backup "orders-manual" is invalid: spec.database: Required value: name the Database to back up

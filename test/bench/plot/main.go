@@ -1,6 +1,8 @@
 // Command plot draws the convergence timelines of a `make bench` run, from
 // the JSON figures test/bench writes, as a PNG: Databases Ready over time
-// for dbkeeper, beside the floor's StatefulSets ready.
+// for dbkeeper, beside the floor's StatefulSets ready. With -replication it
+// draws pgbench's TPS across each fault of a `make bench-replication` run,
+// from the figures test/benchreplication writes.
 //
 // It is a module of its own so that its dependencies (gonum.org/v1/plot and
 // its fonts) stay out of the operator's go.mod.
@@ -45,8 +47,13 @@ type point struct {
 func main() {
 	in := flag.String("in", "bin/bench.json", "figures written by test/bench -out")
 	out := flag.String("out", "docs/benchmarks.png", "PNG to write")
+	replication := flag.Bool("replication", false, "the input is test/benchreplication's: draw TPS across each fault")
 	flag.Parse()
-	if err := run(*in, *out); err != nil {
+	draw := run
+	if *replication {
+		draw = plotReplication
+	}
+	if err := draw(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "plot:", err)
 		os.Exit(1)
 	}

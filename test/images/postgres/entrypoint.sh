@@ -6,6 +6,9 @@
 #   - PGDATA (default /var/lib/postgresql/data) is initialized with initdb
 #     only when it holds no database (no PG_VERSION): POSTGRES_USER (default
 #     postgres) becomes the superuser with the password POSTGRES_PASSWORD,
+#     or, when that is unset, the content of the file POSTGRES_PASSWORD_FILE
+#     (without its trailing newlines; read into a shell variable that is not
+#     exported, so no child's environment holds it),
 #     POSTGRES_DB (default POSTGRES_USER) is created, POSTGRES_INITDB_ARGS
 #     are passed to initdb, and *.sql and *.sh files in
 #     /docker-entrypoint-initdb.d run once;
@@ -47,8 +50,20 @@ init_database() {
 	: "${POSTGRES_USER:=postgres}"
 	: "${POSTGRES_DB:=$POSTGRES_USER}"
 	: "${POSTGRES_HOST_AUTH_METHOD:=scram-sha-256}"
-	if [[ -z ${POSTGRES_PASSWORD:-} && $POSTGRES_HOST_AUTH_METHOD != trust ]]; then
-		die "PGDATA $PGDATA holds no database and POSTGRES_PASSWORD is not set: set POSTGRES_PASSWORD to the superuser's password (or POSTGRES_HOST_AUTH_METHOD=trust to allow every connection without one)"
+	# The superuser's password, as the official image's file_env reads it:
+	# POSTGRES_PASSWORD, else the file POSTGRES_PASSWORD_FILE. The variable
+	# is local and not exported: initdb gets it through a pipe only.
+	local password=${POSTGRES_PASSWORD:-}
+	if [[ -n ${POSTGRES_PASSWORD:-} && -n ${POSTGRES_PASSWORD_FILE:-} ]]; then
+		die "both POSTGRES_PASSWORD and POSTGRES_PASSWORD_FILE are set: set only one"
+	fi
+	if [[ -z $password && -n ${POSTGRES_PASSWORD_FILE:-} ]]; then
+		[[ -r $POSTGRES_PASSWORD_FILE ]] || die "POSTGRES_PASSWORD_FILE=$POSTGRES_PASSWORD_FILE cannot be read"
+		password=$(<"$POSTGRES_PASSWORD_FILE")
+		[[ -n $password ]] || die "POSTGRES_PASSWORD_FILE=$POSTGRES_PASSWORD_FILE is empty"
+	fi
+	if [[ -z $password && $POSTGRES_HOST_AUTH_METHOD != trust ]]; then
+		die "PGDATA $PGDATA holds no database and neither POSTGRES_PASSWORD nor POSTGRES_PASSWORD_FILE is set: set one to the superuser's password (or its file), or POSTGRES_HOST_AUTH_METHOD=trust to allow every connection without one"
 	fi
 	log "initializing a database cluster in $PGDATA for user $POSTGRES_USER"
 	# Every TCP connection, loopback included, logs in with a password (the
@@ -58,8 +73,8 @@ init_database() {
 	args+=(${POSTGRES_INITDB_ARGS:-})
 	# The password reaches initdb through a pipe, never a file or argv; the
 	# process substitution must be in the same command as initdb.
-	if [[ -n ${POSTGRES_PASSWORD:-} ]]; then
-		initdb --pwfile=<(printf '%s\n' "$POSTGRES_PASSWORD") "${args[@]}" >&2
+	if [[ -n $password ]]; then
+		initdb --pwfile=<(printf '%s\n' "$password") "${args[@]}" >&2
 	else
 		initdb "${args[@]}" >&2
 	fi

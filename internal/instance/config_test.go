@@ -1,0 +1,102 @@
+package instance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+)
+
+// setAgentEnv sets the environment a pod gives the agent, with its secrets
+// directory written into dir, and returns dir.
+func setAgentEnv(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	certs := agenttest.New(t, "db.ns.dbkeeper-agent")
+	agenttest.WriteFiles(t, dir, map[string][]byte{
+		SecretFileSuperuserPassword:   []byte("super\n"),
+		SecretFileReplicationPassword: []byte("repl"),
+		SecretFileAppPassword:         []byte("app\n\n"),
+		SecretFileAgentCA:             certs.CA.CertPEM,
+		SecretFileAgentCert:           certs.Server.CertPEM,
+		SecretFileAgentKey:            certs.Server.KeyPEM,
+	})
+	for k, v := range map[string]string{
+		EnvSecretsDir: dir, EnvPodName: "orders-2", EnvPodNamespace: "shop", EnvStateFile: "/data/state.json",
+		EnvReplicationUser: "dbkeeper_replication", EnvAppUser: "shop", EnvAppDatabase: "orders",
+		"POSTGRES_USER": "", "POSTGRES_PASSWORD": "from-the-environment", EnvRecoveryTarget: "", EnvArchiverSocket: "",
+		EnvPort: "", EnvEntrypoint: "",
+	} {
+		t.Setenv(k, v)
+	}
+	return dir
+}
+
+// TestConfigFromEnv: the passwords come from the secrets directory's files
+// (without trailing newlines, as the image's entrypoint reads them), never
+// from POSTGRES_PASSWORD; the user defaults to postgres; the TLS files are
+// the directory's.
+func TestConfigFromEnv(t *testing.T) {
+	dir := setAgentEnv(t)
+	c, err := ConfigFromEnv(":8008", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{
+		"User": c.User, "Password": c.Password, "ReplPassword": c.ReplPassword, "AppUser": c.AppUser, "AppPassword": c.AppPassword,
+		"AppDatabase": c.AppDatabase, "Namespace": c.Namespace, "PodName": c.PodName,
+		"PasswordFile": c.PasswordFile, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey, "ClientCA": c.ClientCA,
+	}
+	for field, want := range map[string]string{
+		"User": "postgres", "Password": "super", "ReplPassword": "repl", "AppUser": "shop", "AppPassword": "app",
+		"AppDatabase": "orders", "Namespace": "shop", "PodName": "orders-2",
+		"PasswordFile": filepath.Join(dir, "superuser-password"), "TLSCert": filepath.Join(dir, "agent-tls.crt"),
+		"TLSKey": filepath.Join(dir, "agent-tls.key"), "ClientCA": filepath.Join(dir, "agent-ca.crt"),
+	} {
+		if got[field] != want {
+			t.Errorf("%s = %q, want %q", field, got[field], want)
+		}
+	}
+	if c.Ordinal != 2 {
+		t.Errorf("Ordinal = %d, want 2", c.Ordinal)
+	}
+}
+
+// TestConfigFromEnvErrors: a missing variable or file is named in the
+// error.
+func TestConfigFromEnvErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, dir string)
+		want  []string
+	}{
+		{"no secrets directory", func(t *testing.T, _ string) { t.Setenv(EnvSecretsDir, "") }, []string{EnvSecretsDir + " is not set"}},
+		{"no namespace", func(t *testing.T, _ string) { t.Setenv(EnvPodNamespace, "") }, []string{EnvPodNamespace + " is not set"}},
+		{"no application user", func(t *testing.T, _ string) { t.Setenv(EnvAppUser, "") }, []string{EnvAppUser + " is not set"}},
+		{"no application database", func(t *testing.T, _ string) { t.Setenv(EnvAppDatabase, "") }, []string{EnvAppDatabase + " is not set"}},
+		{"no replication password", func(t *testing.T, dir string) { _ = os.Remove(filepath.Join(dir, SecretFileReplicationPassword)) },
+			[]string{filepath.Join("", SecretFileReplicationPassword), "no such file"}},
+		{"an empty superuser password", func(t *testing.T, dir string) {
+			agenttest.WriteFiles(t, dir, map[string][]byte{SecretFileSuperuserPassword: []byte("\n")})
+		}, []string{SecretFileSuperuserPassword + " is empty"}},
+		{"no agent key", func(t *testing.T, dir string) { _ = os.Remove(filepath.Join(dir, SecretFileAgentKey)) },
+			[]string{SecretFileAgentKey, "no such file"}},
+		{"a pod name without an ordinal", func(t *testing.T, _ string) { t.Setenv(EnvPodName, "orders") }, []string{EnvPodName}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := setAgentEnv(t)
+			tc.spoil(t, dir)
+			_, err := ConfigFromEnv(":8008", nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}

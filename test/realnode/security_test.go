@@ -1,0 +1,387 @@
+package realnode
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/testenv"
+)
+
+// vault is the Database of the security scenario: two servers, a server
+// certificate from cert-manager, TLS required.
+const vault = "vault"
+
+// issuers is a self-signed issuer, a CA certificate from it, and a CA
+// issuer of that certificate, as a platform team sets up cert-manager.
+const issuers = `apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: selfsigned, namespace: ` + ns + `}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: databases-ca, namespace: ` + ns + `}
+spec:
+  isCA: true
+  commonName: databases-ca
+  secretName: databases-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: selfsigned, kind: Issuer}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: databases, namespace: ` + ns + `}
+spec: {ca: {secretName: databases-ca}}
+`
+
+// testSecurity walks the data path's security on the real node with the
+// real cert-manager: TLS through both Services with the Secret's CA, the
+// refusals, the rotation of the server certificate without a restart
+// under a writer, the application user's rights and the agents' mutual TLS.
+func (s *suite) testSecurity(t subtest) {
+	ctx := context.Background()
+	step := s.steps(t, vault)
+	// Replicated: the postgres 17 test image carries version-15
+	// replication tools (docs/replication.md §21).
+	pgImage := s.image("dbkeeper.local/postgres:15.")
+	// cert-manager runs for the scenario: the last step needs it to issue
+	// the certificate again.
+	assets := e2eharness.RequireCertManager(t)
+	_, logs := e2eharness.StartCertManager(t, s.env.MustKubectl, assets, s.runDir, s.env.Cluster.Kubeconfig)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range logs {
+				data, _ := os.ReadFile(f)
+				t.Logf("%s (last lines):\n%s", f, lastMeaningful(string(data), 30))
+			}
+		}
+	})
+
+	step("cert-manager issues the certificate of a Database that requires TLS", func(t subtest) {
+		testenv.Eventually(t, 2*time.Minute, "the issuers applied", func() string {
+			if out, err := s.kubectl("apply", "-f", s.writeManifest(issuers)); err != nil {
+				return out
+			}
+			return ""
+		})
+		s.mustKubectl("wait", "-n", ns, "--for=condition=Ready", "certificate/databases-ca", "--timeout=120s")
+		s.apply(strings.Replace(database(vault, "postgres", majorOf(pgImage), pgImage, "Delete", nil), "spec:\n",
+			"spec:\n  replicas: 2\n  tls: {issuerRef: {name: databases, kind: Issuer}, required: true}\n", 1))
+		took := s.waitReady(vault, 6*time.Minute)
+		t.Logf("Ready in %.0fs", took.Seconds())
+		creds := s.secret(vault + "-credentials")
+		if !strings.Contains(creds["ca.crt"], "BEGIN CERTIFICATE") {
+			t.Fatalf("the credentials Secret has no ca.crt")
+		}
+		if !strings.Contains(creds["uri"], "sslmode=verify-full") {
+			t.Errorf("the credentials' uri %q does not ask for verify-full", redact(creds["uri"], creds["password"]))
+		}
+		if ca := s.secret("databases-ca")["ca.crt"]; ca != creds["ca.crt"] {
+			t.Errorf("the credentials' ca.crt is not cert-manager's CA")
+		}
+	})
+
+	// An application pod with the credentials Secret mounted, as the README
+	// tells users to run one.
+	client := vault + "-app"
+	step("an application pod verifies the server through both Services; a wrong name and plaintext are refused", func(t subtest) {
+		s.apply(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: %s
+    command: [sleep, "3600"]
+    volumeMounts: [{name: creds, mountPath: /creds, readOnly: true}]
+  volumes:
+  - name: creds
+    secret: {secretName: %s-credentials}
+`, client, ns, pgImage, vault))
+		s.mustKubectl("wait", "-n", ns, "--for=condition=Ready", "pod/"+client, "--timeout=120s")
+		psql := func(conninfo, sql string) (string, error) {
+			return s.kubectl("exec", "-n", ns, client, "--", "bash", "-c",
+				`PGPASSWORD="$(cat /creds/password)" PGCONNECT_TIMEOUT=5 psql -XAtq "$1" -c "$2"`, "psql", conninfo, sql)
+		}
+		verified := func(host string) string {
+			return fmt.Sprintf("host=%s port=5432 dbname=app user=app sslmode=verify-full sslrootcert=/creds/ca.crt", host)
+		}
+		for _, tc := range []struct{ host, want string }{
+			{vault + "." + ns + ".svc", "f"},
+			{vault + "-ro." + ns + ".svc.cluster.local", "t"},
+		} {
+			testenv.Eventually(t, time.Minute, "verify-full through "+tc.host, func() string {
+				out, err := psql(verified(tc.host), "SELECT pg_is_in_recovery()")
+				if err != nil || strings.TrimSpace(out) != tc.want {
+					return fmt.Sprintf("%v: %s", err, out)
+				}
+				return ""
+			})
+		}
+		podIP := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, vault+"-0", "-o", "jsonpath={.status.podIP}"))
+		if out, err := psql(verified(podIP), "SELECT 1"); err == nil || !strings.Contains(out, "does not match host name") {
+			t.Errorf("verify-full to the pod's address, a name not in the certificate: %v, %s; want the name refused", err, out)
+		}
+		plain := fmt.Sprintf("host=%s.%s.svc port=5432 dbname=app user=app sslmode=disable", vault, ns)
+		if out, err := psql(plain, "SELECT 1"); err == nil || !strings.Contains(out, "no encryption") {
+			t.Errorf("sslmode=disable with TLS required: %v, %s; want pg_hba's refusal of a connection without encryption", err, out)
+		}
+		// The application user's rights.
+		for sql, want := range map[string]string{
+			"ALTER SYSTEM SET work_mem = '8MB'": "permission denied",
+			"CREATE ROLE intruder":              "permission denied",
+			"SELECT rolpassword FROM pg_authid": "permission denied",
+		} {
+			if out, err := psql(verified(vault+"."+ns+".svc"), sql); err == nil || !strings.Contains(out, want) {
+				t.Errorf("%s as the application user: %v, %s; want %q", sql, err, out, want)
+			}
+		}
+		other := strings.Replace(verified(vault+"."+ns+".svc"), "dbname=app", "dbname=postgres", 1)
+		if out, err := psql(other, "SELECT 1"); err == nil || !strings.Contains(out, "permission denied for database") {
+			t.Errorf("the application user reading the postgres database: %v, %s; want permission denied", err, out)
+		}
+	})
+
+	step("only the operator's certificate commands an agent", func(t subtest) {
+		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
+		operator, err := tls.X509KeyPair([]byte(inst[desired.SecretKeyOperatorCert]), []byte(inst[desired.SecretKeyOperatorKey]))
+		if err != nil {
+			t.Fatalf("the operator's certificate in the instance Secret: %v", err)
+		}
+		roots, err := pki.Pool([]byte(inst[desired.SecretKeyAgentCA]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverName := desired.AgentServerName(s.database(t, vault))
+		stranger := strangerCertificate(t)
+		app := s.secret(vault + "-credentials")
+		standbyIP := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, vault+"-1", "-o", "jsonpath={.status.podIP}"))
+		status := "https://" + net.JoinHostPort(standbyIP, strconv.Itoa(instance.Port)) + instance.PathStatus
+		get := func(certs []tls.Certificate, header string) (int, string) {
+			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+				RootCAs: roots, ServerName: serverName, Certificates: certs, MinVersion: tls.VersionTLS12}}}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, status, nil)
+			if header != "" {
+				req.Header.Set("Authorization", header)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return resp.StatusCode, string(body)
+		}
+		for name, tc := range map[string]struct {
+			certs  []tls.Certificate
+			header string
+		}{
+			"no client certificate":                      {},
+			"the application's password as a token":      {header: "Bearer " + app["password"]},
+			"a client certificate from another CA":       {certs: []tls.Certificate{stranger}},
+			"the previous release's token, if it leaked": {header: "Bearer " + app["agent-token"]},
+		} {
+			if code, body := get(tc.certs, tc.header); code == http.StatusOK {
+				t.Errorf("%s: the agent answered 200 (%.80s)", name, body)
+			}
+		}
+		if code, body := get([]tls.Certificate{operator}, ""); code != http.StatusOK {
+			t.Fatalf("the operator's certificate: %d %s; want 200", code, body)
+		}
+		// Plain HTTP reaches no command at all.
+		if resp, err := http.Get("http://" + net.JoinHostPort(standbyIP, strconv.Itoa(instance.Port)) + instance.PathStatus); err == nil {
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("plain HTTP to the agent answered 200")
+			}
+			resp.Body.Close()
+		}
+
+		// A Spec pointing the standby at a host outside the Database,
+		// sent with the operator's own certificate, in the current term.
+		creds := instance.AgentCredentials{TLS: &tls.Config{RootCAs: roots, ServerName: serverName,
+			Certificates: []tls.Certificate{operator}, MinVersion: tls.VersionTLS12}}
+		agents := &instance.Client{HTTP: &http.Client{Timeout: 10 * time.Second}}
+		st, err := agents.Status(ctx, standbyIP, creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := instance.Spec{Role: instance.RoleReplica, Upstream: "evil.example.com", Term: st.Term}
+		if st.Spec != nil {
+			spec.Slot = st.Spec.Slot
+		}
+		if _, err := agents.Apply(ctx, standbyIP, creds, spec); err == nil || !strings.Contains(err.Error(), "upstream") {
+			t.Errorf("a Spec with a foreign upstream: %v; want it refused, naming the upstream", err)
+		}
+		s.waitReady(vault, time.Minute)
+	})
+
+	step("a deleted certificate Secret is issued again and served within 60 s, without a restart or a lost write", func(t subtest) {
+		caFile := filepath.Join(s.runDir, "vault-ca.crt")
+		if err := os.WriteFile(caFile, []byte(s.secret(vault + "-credentials")["ca.crt"]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rw := s.pgTargetTLS(vault, vault, caFile)
+		rw.exec(t, "CREATE TABLE IF NOT EXISTS ledger (n int PRIMARY KEY)")
+		pods := []string{vault + "-0", vault + "-1"}
+		before := map[string]string{}
+		for _, pod := range pods {
+			before[pod] = s.postmasterStart(t, pod, caFile)
+		}
+		restarts := s.mustKubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+vault, "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
+		oldSerial := s.servedSerial(t, pods[0], caFile)
+		w := startWriter(t, rw, 1)
+		w.waitWrites(t, 20, time.Minute)
+
+		deleted := time.Now()
+		s.mustKubectl("delete", "secret", "-n", ns, desired.TLSSecretName(s.database(t, vault)))
+		took := map[string]time.Duration{}
+		testenv.Eventually(t, 90*time.Second, "both servers presenting a new certificate", func() string {
+			for _, pod := range pods {
+				if _, ok := took[pod]; ok {
+					continue
+				}
+				serial := s.servedSerial(t, pod, caFile)
+				if serial == "" || serial == oldSerial {
+					return pod + " still serves " + oldSerial
+				}
+				took[pod] = time.Since(deleted)
+			}
+			return ""
+		})
+		for pod, d := range took {
+			t.Logf("%s served the new certificate %.1fs after its Secret was deleted", pod, d.Seconds())
+			if d > 60*time.Second {
+				t.Errorf("%s served the new certificate after %.0fs, want within 60 s", pod, d.Seconds())
+			}
+		}
+		w.waitWrites(t, 20, time.Minute)
+		acked, longest := w.stop()
+		t.Logf("writer: %d acknowledged, longest pause %.1fs", len(acked), longest.Seconds())
+		s.checkLost(t, rw, acked, 0)
+		for _, pod := range pods {
+			if got := s.postmasterStart(t, pod, caFile); got != before[pod] {
+				t.Errorf("%s's server restarted (started %s, then %s)", pod, before[pod], got)
+			}
+		}
+		if now := s.mustKubectl("get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+vault, "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}"); now != restarts {
+			t.Errorf("container restarts went from %q to %q", restarts, now)
+		}
+	})
+
+	s.mustKubectl("delete", "pod", "-n", ns, client, "--ignore-not-found", "--wait=false")
+	s.mustKubectl("delete", "database", "-n", ns, vault, "--wait=true", "--timeout=120s")
+}
+
+// writeManifest writes a manifest into the suite's directory and returns
+// its path.
+func (s *suite) writeManifest(manifest string) string {
+	f := filepath.Join(s.runDir, fmt.Sprintf("manifest-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	return f
+}
+
+// pgTargetTLS is pgTarget over TLS, verifying the server's chain against
+// caFile (the test reaches the Service by address, so names are checked
+// from a pod, in the step above).
+func (s *suite) pgTargetTLS(db, service, caFile string) *pgTarget {
+	p := s.pgTarget(db, service)
+	u, _ := url.Parse(p.uri)
+	u.RawQuery = "connect_timeout=2&sslmode=verify-ca&sslrootcert=" + url.QueryEscape(caFile)
+	p.uri = u.String()
+	return p
+}
+
+// podTLS connects to pod's server by its address over TLS as the
+// application user.
+func (s *suite) podTLS(t testing.TB, pod, caFile string) (*pgx.Conn, error) {
+	t.Helper()
+	sec := s.secret(vault + "-credentials")
+	ip := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.podIP}"))
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec["username"], sec["password"]), Host: net.JoinHostPort(ip, sec["port"]),
+		Path: sec["database"], RawQuery: "connect_timeout=3&sslmode=verify-ca&sslrootcert=" + url.QueryEscape(caFile)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return pgx.Connect(ctx, u.String())
+}
+
+// servedSerial returns the serial of the certificate pod's server presents
+// to a new connection, "" when it cannot connect.
+func (s *suite) servedSerial(t testing.TB, pod, caFile string) string {
+	c, err := s.podTLS(t, pod, caFile)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	conn, ok := c.PgConn().Conn().(*tls.Conn)
+	if !ok || len(conn.ConnectionState().PeerCertificates) == 0 {
+		return ""
+	}
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Text(16)
+}
+
+// postmasterStart returns when pod's server started.
+func (s *suite) postmasterStart(t testing.TB, pod, caFile string) string {
+	t.Helper()
+	var started string
+	testenv.Eventually(t, 30*time.Second, pod+"'s pg_postmaster_start_time()", func() string {
+		c, err := s.podTLS(t, pod, caFile)
+		if err != nil {
+			return err.Error()
+		}
+		defer func() { _ = c.Close(context.Background()) }()
+		if err := c.QueryRow(context.Background(), "SELECT pg_postmaster_start_time()::text").Scan(&started); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	return started
+}
+
+// strangerCertificate is a client certificate named as the operator's but
+// signed by a CA of its own.
+func strangerCertificate(t testing.TB) tls.Certificate {
+	t.Helper()
+	now := time.Now()
+	ca, err := pki.NewCA("stranger-ca", time.Hour, now, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := pki.Issue(ca, pki.Request{CommonName: desired.AgentClientName, Usage: pki.Client, Validity: time.Hour}, now, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// redact replaces secret in s.
+func redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, url.QueryEscape(secret), "REDACTED")
+}
