@@ -588,6 +588,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec Spec, fences int) er
 		a.mode, a.runUpstream, a.runSlot = modePrimary, "", ""
 		a.startGen++
 		a.mu.Unlock()
+		go a.checkpointAfterPromotion(ctx)
 		return nil
 	case actDemote:
 		return a.demote(ctx, spec)
@@ -639,6 +640,25 @@ func (a *Agent) demote(ctx context.Context, spec Spec) error {
 	return a.becomeStandby(ctx, spec)
 }
 
+// checkpointAfterPromotion writes a checkpoint on the timeline the
+// promotion began, at once and while writes go on. pg_promote ends
+// recovery without one and asks for a spread checkpoint, which under load
+// takes minutes; until it is written, the control file still names the
+// old timeline, and PostgreSQL 15's pg_rewind, which takes each server's
+// timeline from its control file, misjudges a rewind from this server.
+// The standbys also need its record: a standby's control file moves to
+// the new timeline only at a restartpoint, made at a checkpoint record it
+// replayed, and a standby later rewound from another server (this one
+// lost) is judged by it. Patroni does the same after a promotion.
+func (a *Agent) checkpointAfterPromotion(ctx context.Context) {
+	start := time.Now()
+	if err := a.db.checkpoint(ctx); err != nil {
+		a.logf("the checkpoint after the promotion failed (the server's own spread checkpoint follows): %v", err)
+		return
+	}
+	a.logf("checkpoint after the promotion written in %v", time.Since(start).Round(time.Millisecond))
+}
+
 // rejoin makes a former primary that was not demoted cleanly, or a
 // standby whose server refused to start past its timeline's fork, a
 // standby of spec's upstream: pg_rewind, or, when that fails (or, for the
@@ -658,6 +678,13 @@ func (a *Agent) rejoin(ctx context.Context, spec Spec) error {
 		a.stopServer(30 * time.Second)
 	}
 	a.setPhase(PhaseRewinding)
+	if err := a.writePassfile(); err != nil {
+		return err
+	}
+	if _, err := a.db.checkpointedTimeline(ctx, a.conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); err != nil {
+		a.setPhase(PhaseStopped)
+		return fmt.Errorf("before rewinding from %s, making sure its control file names its timeline: %w: will try again", spec.Upstream, err)
+	}
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.rewind(ctx, spec.Upstream)
 	if err == nil && diverged && strings.Contains(out, "no rewind required") {

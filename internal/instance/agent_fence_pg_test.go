@@ -296,14 +296,10 @@ func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
 		time.Since(start).Round(time.Second), st.Discarded.Timeline, st.Discarded.From, st.Discarded.To)
 }
 
-// forkAfterFailover sets up the fork the re-clone and rewind tests are
-// about, on a new cluster c: db-0 primary with standbys db-1 and db-2;
-// db-1 stops streaming, db-2 replays rows 1000–1099 in later WAL segments
-// and db-0's checkpoint after them; db-0 is lost, db-1 is promoted onto
-// timeline 2 (term 2) and takes row 2000. It returns the LSN at which
-// timeline 1 ends in db-1's history, which db-2 went past. db-2 still
-// runs as a standby of db-0.
-func forkAfterFailover(t *testing.T, c *cluster) (fork string) {
+// trio starts db-0 as the primary of term 1, with table t and rows 1–10,
+// and db-1 and db-2 streaming from it through slot1 and slot2.
+func (c *cluster) trio() {
+	c.t.Helper()
 	h0 := c.ip(0)
 	c.start(0)
 	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
@@ -323,7 +319,17 @@ func forkAfterFailover(t *testing.T, c *cluster) (fork string) {
 	for _, i := range []int{1, 2} {
 		c.waitFor(fmt.Sprintf("db-%d ready as a standby", i), 60*time.Second, func() error { return c.ready(i) })
 	}
+}
 
+// forkAfterFailover sets up the fork the re-clone and rewind tests are
+// about, on a new cluster c: db-0 primary with standbys db-1 and db-2;
+// db-1 stops streaming, db-2 replays rows 1000–1099 in later WAL segments
+// and db-0's checkpoint after them; db-0 is lost, db-1 is promoted onto
+// timeline 2 (term 2) and takes row 2000. It returns the LSN at which
+// timeline 1 ends in db-1's history, which db-2 went past. db-2 still
+// runs as a standby of db-0.
+func forkAfterFailover(t *testing.T, c *cluster) (fork string) {
+	c.trio()
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Term: 1})
 	c.waitFor("db-1 detached", 30*time.Second, func() error {
 		for _, s := range c.status(0).Standbys {

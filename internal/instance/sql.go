@@ -124,6 +124,61 @@ func (d *db) promote(ctx context.Context) error {
 	return nil
 }
 
+// checkpoint runs CHECKPOINT on a connection of its own, so that the
+// status and readiness queries are not held up while it writes.
+func (d *db) checkpoint(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	c, err := d.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	_, err = c.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+// checkpointTimeout bounds a CHECKPOINT: an immediate one writes every
+// dirty buffer, at most shared_buffers.
+const checkpointTimeout = 5 * time.Minute
+
+// currentTimeline is the SQL for the timeline a primary writes, from the
+// name of its current WAL file.
+const currentTimeline = `('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
+
+// checkpointedTimeline makes sure the primary at conninfo (as the
+// superuser) has written a checkpoint on the timeline it writes, running
+// CHECKPOINT there when its last one is of an earlier timeline, and
+// reports that timeline. pg_rewind of PostgreSQL 15 takes each server's
+// timeline from its control file, which a promotion (pg_promote ends
+// recovery without a checkpoint) updates only at the next checkpoint:
+// until then a rewind from it compares the wrong timelines. A server in
+// recovery is left as it is.
+func (d *db) checkpointedTimeline(ctx context.Context, conninfo string) (tli uint32, err error) {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var inRecovery bool
+	var current, checkpointed int64
+	if err := c.QueryRow(ctx, `
+SELECT pg_is_in_recovery(),
+       CASE WHEN pg_is_in_recovery() THEN 0 ELSE `+currentTimeline+` END,
+       (SELECT timeline_id FROM pg_control_checkpoint())::bigint`).Scan(&inRecovery, &current, &checkpointed); err != nil {
+		return 0, err
+	}
+	if inRecovery || checkpointed >= current {
+		return uint32(checkpointed), nil
+	}
+	if _, err := c.Exec(ctx, "CHECKPOINT"); err != nil {
+		return 0, fmt.Errorf("CHECKPOINT on timeline %d (the last checkpoint is of timeline %d): %w", current, checkpointed, err)
+	}
+	return uint32(current), nil
+}
+
 // pingRemote connects to another server with conninfo (its password
 // from the password file) and pings it.
 func (d *db) pingRemote(ctx context.Context, conninfo string) error {
@@ -297,7 +352,7 @@ SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery()
             THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver)::bigint,
                           (SELECT timeline_id FROM pg_control_checkpoint())::bigint)
-            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+            ELSE `+currentTimeline+`
        END,
        coalesce(pg_last_wal_receive_lsn()::text, ''),
        coalesce(pg_last_wal_replay_lsn()::text, ''),
@@ -328,7 +383,7 @@ func (d *db) upstreamHistory(ctx context.Context, conninfo string) (tli uint32, 
 	err = withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
 		var tl int64
 		if err := c.QueryRow(ctx, `
-SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint,
+SELECT `+currentTimeline+`,
        (SELECT system_identifier FROM pg_control_system())::text`).Scan(&tl, &sysid); err != nil {
 			return err
 		}
