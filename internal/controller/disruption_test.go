@@ -3,12 +3,9 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -98,27 +95,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 		if err := f.client.Update(ctx, latest); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually("the PodDisruptionBudget deleted", func() string {
-			err := f.client.Get(ctx, key, &policyv1.PodDisruptionBudget{})
-			switch {
-			case apierrors.IsNotFound(err):
-				return ""
-			case err != nil:
-				return err.Error()
-			}
-			return "it still exists"
-		})
-		f.eventually("the Event of the deletion", func() string {
-			events := &eventsv1.EventList{}
-			if err := f.client.List(ctx, events, client.InNamespace(f.namespace)); err != nil {
-				return err.Error()
-			}
-			for _, e := range events.Items {
-				if e.ReportingController == "dbkeeper" && e.Regarding.Name == "orders" && strings.Contains(e.Note, "deleted PodDisruptionBudget orders") {
-					return ""
-				}
-			}
-			return "no Event names the deletion"
-		})
+		f.eventuallyDeleted("the PodDisruptionBudget", key, &policyv1.PodDisruptionBudget{})
+		f.eventuallyEvent("the Event of the deletion", "orders", "deleted PodDisruptionBudget orders")
 	})
 }

@@ -3,12 +3,9 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,27 +88,7 @@ func TestNetworkPolicy(t *testing.T) {
 		if err := f.client.Update(ctx, latest); err != nil {
 			t.Fatal(err)
 		}
-		f.eventually("the NetworkPolicy deleted", func() string {
-			err := f.client.Get(ctx, key, &networkingv1.NetworkPolicy{})
-			switch {
-			case apierrors.IsNotFound(err):
-				return ""
-			case err != nil:
-				return err.Error()
-			}
-			return "it still exists"
-		})
-		f.eventually("the Event of the deletion", func() string {
-			events := &eventsv1.EventList{}
-			if err := f.client.List(ctx, events, client.InNamespace(f.namespace)); err != nil {
-				return err.Error()
-			}
-			for _, e := range events.Items {
-				if e.ReportingController == "dbkeeper" && e.Regarding.Name == "orders" && strings.Contains(e.Note, "deleted NetworkPolicy orders: spec.networkPolicy is None") {
-					return ""
-				}
-			}
-			return "no Event names the deletion"
-		})
+		f.eventuallyDeleted("the NetworkPolicy", key, &networkingv1.NetworkPolicy{})
+		f.eventuallyEvent("the Event of the deletion", "orders", "deleted NetworkPolicy orders: spec.networkPolicy is None")
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -213,6 +214,40 @@ func (f *env) startManager(opts controller.Options) {
 func (f *env) eventually(what string, check func() string) {
 	f.t.Helper()
 	testenv.Eventually(f.t, waitTimeout, what, check)
+}
+
+// eventuallyDeleted waits until the object key names is gone; obj is of
+// its kind.
+func (f *env) eventuallyDeleted(what string, key client.ObjectKey, obj client.Object) {
+	f.t.Helper()
+	f.eventually(what+" deleted", func() string {
+		err := f.client.Get(context.Background(), key, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			return ""
+		case err != nil:
+			return err.Error()
+		}
+		return "it still exists"
+	})
+}
+
+// eventuallyEvent waits until dbkeeper has recorded an Event about the
+// object named regarding whose note contains note.
+func (f *env) eventuallyEvent(what, regarding, note string) {
+	f.t.Helper()
+	f.eventually(what, func() string {
+		events := &eventsv1.EventList{}
+		if err := f.client.List(context.Background(), events, client.InNamespace(f.namespace)); err != nil {
+			return err.Error()
+		}
+		for _, e := range events.Items {
+			if e.ReportingController == "dbkeeper" && e.Regarding.Name == regarding && strings.Contains(e.Note, note) {
+				return ""
+			}
+		}
+		return "no Event of " + regarding + " says " + note
+	})
 }
 
 // markStatefulSetReady sets the StatefulSet status as the StatefulSet

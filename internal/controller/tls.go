@@ -182,7 +182,7 @@ func (r *DatabaseReconciler) reconcileCA(ctx context.Context, s *scope, now time
 		if err != nil {
 			return pki.KeyPair{}, err
 		}
-		created, err := r.createSecretOnce(ctx, s, key, desired.CASecret(s.spec, ca))
+		created, err := r.createSecretObject(ctx, s, key, desired.CASecret(s.spec, ca))
 		if err != nil || created {
 			return ca, err
 		}
@@ -209,32 +209,12 @@ func (r *DatabaseReconciler) newCA(ctx context.Context, s *scope, key client.Obj
 	return ca, nil
 }
 
-// createSecretOnce creates a Secret with a plain create. It reports false,
-// and no error, when a Secret of that name exists.
-func (r *DatabaseReconciler) createSecretOnce(ctx context.Context, s *scope, key client.ObjectKey, want *corev1ac.SecretApplyConfiguration) (bool, error) {
-	secret, err := typed[corev1.Secret](want)
-	if err != nil {
-		return false, err
-	}
-	switch err := r.Client.Create(ctx, secret, client.FieldOwner(desired.FieldManager)); {
-	case apierrors.IsAlreadyExists(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("creating Secret %s: %w", key.Name, err)
-	}
-	kind := r.kindOf(secret)
-	r.created.add(kind, key)
-	childWrites.WithLabelValues(kind.Kind, "create").Inc()
-	s.wrote("Created", kind, key.Name, "created Secret "+key.Name)
-	return true, nil
-}
-
-// applySecret creates a Secret the cache did not find (createSecretOnce;
+// applySecret creates a Secret the cache did not find (createSecretObject;
 // one out of the cache's sight is read and updated), and updates a found
 // one when the fields dbkeeper sets differ.
 func (r *DatabaseReconciler) applySecret(ctx context.Context, s *scope, key client.ObjectKey, live *corev1.Secret, found bool, want *corev1ac.SecretApplyConfiguration) error {
 	if !found {
-		created, err := r.createSecretOnce(ctx, s, key, want)
+		created, err := r.createSecretObject(ctx, s, key, want)
 		if err != nil || created {
 			return err
 		}
