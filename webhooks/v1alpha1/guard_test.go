@@ -199,6 +199,28 @@ func TestGuardAnswersAtOnce(t *testing.T) {
 					t.Errorf("%s: response %+v, want 422 naming spec.storage.size", op, resp.Result)
 				}
 			}
+			// Field names in another case are not the fields (the API
+			// server's decoder matches them case-sensitively), and must
+			// not carry the bomb past the guard either way.
+			for _, spelled := range []string{`"speC"`, `"Spec"`, `"spec":{"Storage"`, `"spec":{"storage":{"SIZE"`} {
+				other := []byte(strings.Replace(string(bomb), strings.ToLower(spelled), spelled, 1))
+				if string(other) == string(bomb) {
+					t.Fatalf("%s: the bomb was not respelled", spelled)
+				}
+				for _, op := range []admissionv1.Operation{admissionv1.Create, admissionv1.Update} {
+					req := admissionRequest(t, op, nil, nil)
+					req.Object.Raw = other
+					if op == admissionv1.Update {
+						req.Object = rawDatabase(t, valid())
+						req.OldObject.Raw = other
+					}
+					began := time.Now()
+					h.Handle(context.Background(), req)
+					if took := time.Since(began); took > time.Second {
+						t.Errorf("%s with %s: answered after %s", op, spelled, took)
+					}
+				}
+			}
 			// An object that is not JSON is refused with a 400.
 			req := admissionRequest(t, admissionv1.Update, valid(), nil)
 			req.Object.Raw = []byte("#0")

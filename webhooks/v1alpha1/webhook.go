@@ -2,7 +2,6 @@ package v1alpha1
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kjson "sigs.k8s.io/json"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
@@ -140,10 +140,20 @@ func decodeOldObject(req admission.Request) (*dbv1.Database, error) {
 		return nil, errors.New("the request has no old object")
 	}
 	oldDB := &dbv1.Database{}
-	if err := json.Unmarshal(req.OldObject.Raw, oldDB); err != nil {
+	if err := decodeStored(req.OldObject.Raw, oldDB); err != nil {
 		return nil, err
 	}
 	return oldDB, nil
+}
+
+// decodeStored decodes a request's stored object as the API server's own
+// decoder (and controller-runtime's, for the new object) does: field
+// names match case-sensitively. encoding/json would take "speC" for
+// "spec", past Guard, which checks the quantities under the exact names:
+// a quantity such as "1e-999999999" then keeps resource.ParseQuantity
+// computing for minutes.
+func decodeStored(raw []byte, into any) error {
+	return kjson.UnmarshalCaseSensitivePreserveInts(raw, into)
 }
 
 // DatabaseValidator is the validating admission webhook of Databases: it
@@ -199,7 +209,7 @@ func (d *BackupDefaulter) Default(ctx context.Context, b *dbv1.Backup) error {
 		return invalidBackup(b, d.Rules.ValidateBackupObject(b))
 	}
 	oldB := &dbv1.Backup{}
-	if err := json.Unmarshal(req.OldObject.Raw, oldB); err != nil {
+	if err := decodeStored(req.OldObject.Raw, oldB); err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("decoding the stored Backup %s: %v", req.Name, err))
 	}
 	return invalidBackup(b, d.Rules.ValidateBackupObjectUpdate(oldB, b))
