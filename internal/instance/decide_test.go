@@ -312,6 +312,22 @@ const (
 	history3 = "1\t0/3000148\tno recovery target specified\n\n2\t0/5000060\tno recovery target specified\n"
 )
 
+// TestHistoryFile: PostgreSQL names history files in upper-case
+// hexadecimal; from timeline 10 on, a lower-case name is a file that does
+// not exist, and no fork could be proven there.
+func TestHistoryFile(t *testing.T) {
+	for tli, want := range map[uint32]string{
+		2:          "pg_wal/00000002.history",
+		10:         "pg_wal/0000000A.history",
+		12:         "pg_wal/0000000C.history",
+		0xABCDEF12: "pg_wal/ABCDEF12.history",
+	} {
+		if got := historyFile(tli); got != want {
+			t.Errorf("historyFile(%d) = %q, want %q", tli, got, want)
+		}
+	}
+}
+
 func TestProvenFork(t *testing.T) {
 	lsn := func(s string) replication.LSN {
 		l, err := replication.ParseLSN(s)

@@ -391,10 +391,15 @@ SELECT `+currentTimeline+`,
 		if tli <= 1 {
 			return nil
 		}
-		return c.QueryRow(ctx, "SELECT pg_read_file('pg_wal/' || lpad(to_hex($1::bigint), 8, '0') || '.history')", tl).Scan(&history)
+		return c.QueryRow(ctx, "SELECT pg_read_file($1)", historyFile(tli)).Scan(&history)
 	})
 	return tli, sysid, history, err
 }
+
+// historyFile is the path, in the data directory, of timeline tli's
+// history file: eight upper-case hexadecimal digits, as PostgreSQL names
+// it (timeline 12's is 0000000C.history).
+func historyFile(tli uint32) string { return fmt.Sprintf("pg_wal/%08X.history", tli) }
 
 // controlPositions reads the running server's system identifier, the
 // positions its control file records (the latest checkpoint or
