@@ -380,9 +380,8 @@ func readiness(phase Phase, spec *Spec, mode runMode, inRecovery, sqlOK, streami
 	return false, "role is " + string(role)
 }
 
-// tlPos is a position on a timeline that a data directory's WAL reaches,
-// as its control file records it (its latest checkpoint, its minimum
-// recovery point): the directory holds WAL of that timeline up to LSN.
+// tlPos is a position on a timeline, as a data directory's control file
+// records it (its latest checkpoint, its minimum recovery point).
 type tlPos struct {
 	Timeline uint32
 	LSN      replication.LSN
@@ -396,22 +395,6 @@ func mkPos(tli int64, lsn string) tlPos {
 		return tlPos{}
 	}
 	return tlPos{Timeline: uint32(tli), LSN: l}
-}
-
-// recordPos is the position reached by a directory holding a record that
-// starts at lsn on timeline tli (its latest checkpoint): one byte past
-// lsn, since the record is at least that long. A timeline's history ends
-// it at the end of the last record the promoted server took from it, so
-// a record starting exactly there was never taken: a primary cut off
-// while its standby was promoted, whose shutdown checkpoint is the one
-// record it wrote after the standby's last, went past the fork. (The
-// minimum recovery point is the end of a record, taken as it is.)
-func recordPos(tli int64, lsn string) tlPos {
-	p := mkPos(tli, lsn)
-	if p.LSN != 0 {
-		p.LSN++
-	}
-	return p
 }
 
 // provenFork decides whether a data directory went past the point where

@@ -328,31 +328,6 @@ func TestHistoryFile(t *testing.T) {
 	}
 }
 
-// TestControlPositionsOfAFencedPrimary: a primary cut off while its
-// standby was promoted, whose shutdown checkpoint is the one record it
-// wrote after the standby's last, starts that record exactly where
-// timeline 1 ends in the new history (0/3000148): a proven fork. Its
-// minimum recovery point there is the end of a record: not one.
-func TestControlPositionsOfAFencedPrimary(t *testing.T) {
-	cd := map[string]string{
-		"Database system identifier":         "7",
-		"Latest checkpoint's TimeLineID":     "1",
-		"Latest checkpoint location":         "0/3000148",
-		"Min recovery ending loc's timeline": "0",
-		"Minimum recovery ending location":   "0/0",
-	}
-	sysid, pos := controlPositions(cd)
-	if _, fork, ok := provenFork(history2, 2, sysid == "7", pos); !ok || fork.String() != "0/3000148" {
-		t.Errorf("a checkpoint record at the fork: proven %v at %s, want proven at 0/3000148", ok, fork)
-	}
-	cd["Latest checkpoint location"] = "0/3000100"
-	cd["Min recovery ending loc's timeline"] = "1"
-	cd["Minimum recovery ending location"] = "0/3000148"
-	if _, pos := controlPositions(cd); func() bool { _, _, ok := provenFork(history2, 2, true, pos); return ok }() {
-		t.Errorf("replayed up to the fork and no further: proven, want not")
-	}
-}
-
 func TestProvenFork(t *testing.T) {
 	lsn := func(s string) replication.LSN {
 		l, err := replication.ParseLSN(s)

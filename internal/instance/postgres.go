@@ -352,7 +352,7 @@ func (a *Agent) dropOldData() {
 func controlPositions(cd map[string]string) (sysid string, pos []tlPos) {
 	tli := func(k string) int64 { n, _ := strconv.ParseInt(cd[k], 10, 64); return n }
 	return cd["Database system identifier"], []tlPos{
-		recordPos(tli("Latest checkpoint's TimeLineID"), cd["Latest checkpoint location"]),
+		mkPos(tli("Latest checkpoint's TimeLineID"), cd["Latest checkpoint location"]),
 		mkPos(tli("Min recovery ending loc's timeline"), cd["Minimum recovery ending location"]),
 	}
 }

@@ -418,7 +418,7 @@ SELECT (SELECT system_identifier FROM pg_control_system())::text,
 FROM pg_control_checkpoint() c, pg_control_recovery() r`).Scan(&sysid, &ckTLI, &ck, &minTLI, &minLSN, &replay); err != nil {
 			return err
 		}
-		pos = append(pos, recordPos(ckTLI, ck), mkPos(minTLI, minLSN))
+		pos = append(pos, mkPos(ckTLI, ck), mkPos(minTLI, minLSN))
 		replayed, _ = replication.ParseLSN(replay)
 		return nil
 	})
