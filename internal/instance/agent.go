@@ -895,9 +895,23 @@ const watchdogInterval = 100 * time.Millisecond
 // watchdog runs until ctx ends, apart from the loop and from every SQL
 // call: when the primary's lease ran out and the last slot poll is not a
 // fresh exemption (watchdogFence), it persists the fence and stops the
-// server at once, with a fast shutdown, then an immediate one after 2 s.
-// The loop then finds the server stopped and fenced, and does not start it
-// as a primary again until a Spec of a later term.
+// server at once, with an immediate shutdown. The loop then finds the
+// server stopped and fenced, and does not start it as a primary again
+// until a Spec of a later term.
+//
+// Immediate, not fast: a fast shutdown writes a checkpoint, which is of no
+// use to a primary that lost its lease (the standbys did not answer it, so
+// they would not receive the checkpoint; one of them is promoted, and this
+// server follows it once rewound), and which harms that rewind. The
+// checkpoint record lands past the point where the new timeline forks off,
+// and the checkpoint removes the WAL before it, in which pg_rewind looks
+// back from the fork for the last checkpoint both servers share ("could
+// not open file …", "could not find previous WAL record"). After an
+// immediate shutdown the WAL stays as the server wrote it; the rewind
+// (rejoin) first replays it all in a read-only recovery, which makes no
+// checkpoint of its own unless the WAL holds one past the fork.
+// Committed transactions are in the WAL either way: an immediate shutdown
+// loses none.
 func (a *Agent) watchdog(ctx context.Context) {
 	t := time.NewTicker(watchdogInterval)
 	defer t.Stop()
@@ -923,7 +937,7 @@ func (a *Agent) watchdog(ctx context.Context) {
 		a.mu.Unlock()
 		a.markFenced()
 		if srv != nil {
-			_ = srv.cmd.Process.Signal(syscall.SIGINT)
+			_ = srv.cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown
 		}
 		why := "the last slot poll failed"
 		if polled {
@@ -937,15 +951,10 @@ func (a *Agent) watchdog(ctx context.Context) {
 		}
 		select {
 		case <-srv.done:
-		case <-time.After(2 * time.Second):
-			a.logf("the server did not stop within 2 s of the fence: immediate shutdown")
-			_ = srv.cmd.Process.Signal(syscall.SIGQUIT)
-			select {
-			case <-srv.done:
-			case <-time.After(10 * time.Second):
-				_ = srv.cmd.Process.Kill()
-				<-srv.done
-			}
+		case <-time.After(10 * time.Second):
+			a.logf("the server did not stop within 10 s of the fence's immediate shutdown: killing it")
+			_ = srv.cmd.Process.Kill()
+			<-srv.done
 		}
 		a.setPhase(PhaseFenced)
 		a.kick()

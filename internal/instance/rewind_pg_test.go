@@ -122,3 +122,114 @@ func TestAgentRewindsAfterASwitchoverThenAFailover(t *testing.T) {
 		t.Errorf("db-2's log after its Spec to follow db-0 shows no rewind, or a new clone:\n%s", after)
 	}
 }
+
+// TestAgentRewindsAPrimaryThatFencedItself: db-0's standbys stop hearing
+// from it, as when it is cut off from the network, its lease runs out and
+// it fences itself, and db-1 is promoted. db-0 must then be rewound, not
+// kept stuck and not cloned again, whether it wrote nothing after the
+// standbys stopped (its WAL ends where db-1's timeline forks off) or
+// committed a row they never received.
+//
+// Its last checkpoint before the fork is in an older WAL segment than the
+// fork, as when the server is busy between checkpoints. A fast shutdown
+// at the fence wrote a checkpoint past the fork and removed that segment,
+// in which pg_rewind looks for the checkpoint both servers share: "could
+// not find previous WAL record", and then either a stall for a human
+// (the checkpoint record exactly at the fork proves no fork) or a new
+// clone (a row past it does). The real node showed the stall in the
+// synchronous cut-off step.
+func TestAgentRewindsAPrimaryThatFencedItself(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		pastTheFork bool
+	}{
+		{"nothing written after the standbys stopped", false},
+		{"a row committed that the standbys never received", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			c.pgFlags = append(c.pgFlags, "-c", "checkpoint_timeout=1h", "-c", "max_wal_size=1GB", "-c", "min_wal_size=32MB")
+			h1 := c.ip(1)
+			c.trio()
+			c.term = 1
+
+			// The checkpoint both servers share, then three WAL segments
+			// of rows, which the standbys receive.
+			c.mustSQL(0, "CHECKPOINT")
+			for n := 20; n < 23; n++ {
+				c.mustSQL(0, fmt.Sprintf("INSERT INTO t VALUES (%d)", n))
+				c.mustSQL(0, "SELECT pg_switch_wal()::text")
+			}
+			end := c.mustSQL(0, "SELECT pg_current_wal_lsn()::text")
+			for _, i := range []int{1, 2} {
+				c.waitFor(fmt.Sprintf("db-%d replayed up to %s", i, end), 30*time.Second, func() error {
+					got, err := c.sql(i, "SELECT pg_last_wal_replay_lsn()::text")
+					if err != nil || parseLSN(t, got) < parseLSN(t, end) {
+						return fmt.Errorf("replayed %q, %w", got, err)
+					}
+					return nil
+				})
+			}
+
+			// The standbys stop hearing from db-0.
+			for _, i := range []int{1, 2} {
+				c.apply(i, instance.Spec{Role: instance.RoleReplica})
+			}
+			c.waitFor("db-1 and db-2 detached", 30*time.Second, func() error {
+				for _, s := range c.status(0).Standbys {
+					if s.Active {
+						return fmt.Errorf("%s still streams from db-0", s.Name)
+					}
+				}
+				return nil
+			})
+			if tc.pastTheFork {
+				c.mustSQL(0, "INSERT INTO t VALUES (4000)")
+			}
+
+			// Its lease runs out: db-0 fences itself.
+			c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 1})
+			c.waitFor("db-0 fenced", 15*time.Second, func() error {
+				if st := c.status(0); !st.Fenced || st.Phase != instance.PhaseFenced {
+					return fmt.Errorf("db-0 phase %s fenced %v", st.Phase, st.Fenced)
+				}
+				return nil
+			})
+
+			// db-1 is promoted in term 2 and takes row 5000; db-0 and db-2
+			// follow it.
+			c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0, slot2}, LeaseSeconds: 60})
+			c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
+			c.mustSQL(1, "INSERT INTO t VALUES (5000)")
+			logPath := filepath.Join(c.dir(0), "agent.log")
+			before, _ := os.ReadFile(logPath)
+			c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2})
+			c.apply(0, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot0})
+			for _, i := range []int{0, 2} {
+				c.waitFor(fmt.Sprintf("db-%d streaming from db-1 with row 5000", i), 90*time.Second, func() error {
+					if st := c.status(i); st.Stuck != nil || st.Error != "" {
+						return fmt.Errorf("db-%d is stuck (%+v) or reports %q", i, st.Stuck, st.Error)
+					}
+					if err := c.ready(i); err != nil {
+						return err
+					}
+					if got, err := c.sql(i, "SELECT count(*)::text FROM t WHERE n = 5000"); err != nil || got != "1" {
+						return fmt.Errorf("row 5000: count %q, %w", got, err)
+					}
+					return nil
+				})
+			}
+			if got, want := c.mustSQL(0, rows), c.mustSQL(1, rows); got != want {
+				t.Errorf("db-0's rows differ from db-1's:\n%s\n%s", got, want)
+			}
+			log, _ := os.ReadFile(logPath)
+			after := string(log[len(before):])
+			if !strings.Contains(after, "rewinding from "+h1) || strings.Contains(after, "cloning") {
+				t.Errorf("db-0's log after its Spec to follow db-1 shows no rewind, or a new clone:\n%s", after)
+			}
+			if st := c.status(0); st.Discarded != nil {
+				t.Errorf("db-0 reports WAL discarded by a new clone: %+v", st.Discarded)
+			}
+		})
+	}
+}
