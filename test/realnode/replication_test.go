@@ -567,9 +567,11 @@ func (s *suite) checkLost(t testing.TB, rw *pgTarget, acked []int, want int) int
 }
 
 // waitReadyOrReclone waits until the Database is Ready. A standby that is
-// Stalled NotStreaming or RewindFailed (a former primary whose fork its
-// agent cannot prove, docs/replication.md §13) gets the re-clone its message asks for, as a
-// user gives it, and then must become Ready.
+// Stalled NotStreaming (a former primary whose fork its agent cannot
+// prove, docs/replication.md §13) gets the re-clone its message asks for,
+// as a user gives it, and then must become Ready. RewindFailed gets none:
+// a primary that fenced itself keeps the WAL its rewind reads (§12), so a
+// failed rewind here is a bug.
 func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Duration) {
 	t.Helper()
 	var pod string
@@ -578,12 +580,8 @@ func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Durat
 		if meta.IsStatusConditionTrue(conds, dbv1.ConditionReady) {
 			return ""
 		}
-		// NotStreaming, or RewindFailed: a cut-off primary's shutdown
-		// checkpoint at its fence can remove the WAL pg_rewind needs, and
-		// with no fork proven the agent keeps the data for a human
-		// (docs/replication.md §13, a known limit).
 		if c := meta.FindStatusCondition(conds, dbv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue &&
-			(c.Reason == dbv1.ReasonNotStreaming || c.Reason == dbv1.ReasonRewindFailed) {
+			c.Reason == dbv1.ReasonNotStreaming {
 			// "pod <name>: NotStreaming: ..."
 			if f := strings.Fields(c.Message); len(f) > 1 {
 				pod = strings.TrimSuffix(f[1], ":")
