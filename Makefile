@@ -131,7 +131,9 @@ bench: k8s-tools ## Benchmark dbkeeper beside the API server's floor on devclust
 
 # `make bench-replication`: pgbench through a 3-replica postgres Database's
 # Service on devcluster's real node while faults are injected (switchover,
-# pod deleted, postgres killed, network cut), BENCH_REPL_RUNS runs of each;
+# pod deleted, postgres killed, network cut, and the pod deleted while the
+# operator converges 1 000 other Databases on a fake node), BENCH_REPL_RUNS
+# runs of each;
 # the figures go to BENCH_REPL_OUT, the section to stdout and
 # docs/benchmarks.md. BENCH_REPL_ARGS are more flags (go run
 # ./test/benchreplication -h). Needs root, like the real-node tests.
@@ -141,7 +143,7 @@ BENCH_REPL_OUT ?= bin/bench-replication.json
 BENCH_REPL_ARGS ?=
 
 .PHONY: bench-replication
-bench-replication: k8s-tools node-tools engine-images ## Measure write pauses, losses and TPS of a 3-replica postgres across faults on the real node (BENCH_REPL_RUNS=5: about 35 minutes on two idle cores) and update docs/benchmarks.md.
+bench-replication: k8s-tools node-tools engine-images ## Measure write pauses, losses and TPS of a 3-replica postgres across faults on the real node, also under load (BENCH_REPL_RUNS=5: about 45 minutes on two idle cores) and update docs/benchmarks.md.
 	go build -o bin/bench-replication ./test/benchreplication
 	bin/bench-replication -runs $(BENCH_REPL_RUNS) -clients $(BENCH_REPL_CLIENTS) -out $(BENCH_REPL_OUT) \
 		-doc docs/benchmarks.md -doc-plot benchmarks-replication.png $(BENCH_REPL_ARGS)

@@ -172,6 +172,12 @@ func (c *Cluster) defineProcesses() {
 		"--kubelet-certificate-authority="+pki.path("ca.crt"),
 		"--kubelet-preferred-address-types=InternalIP",
 		"--authorization-mode=Node,RBAC",
+		// A namespace may keep its pods on some nodes
+		// (scheduler.alpha.kubernetes.io/node-selector): on a cluster
+		// with a real node and fake ones, the replication benchmark keeps
+		// its Database on the real node and its load on the fake ones.
+		// Without the annotation the plugin changes nothing.
+		"--enable-admission-plugins=PodNodeSelector",
 		"--allow-privileged=true",
 		"--profiling="+strconv.FormatBool(c.profiling),
 		// On SIGTERM, shut the HTTP server down with a 2s timeout rather

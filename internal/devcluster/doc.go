@@ -28,10 +28,15 @@
 // runc and the images of make engine-images imported, a kubelet registered as
 // RealNodeName, a CNI bridge for pods that is no gateway, CoreDNS behind the
 // Service kube-system/kube-dns, kube-proxy, and rancher's
-// local-path-provisioner behind the default StorageClass local-path, the
-// only one offered (kwok's kwok-volume is not: the real kubelet would mount
-// its claims from directories under /tmp that nothing removes); fake nodes
-// then default to none, so that every pod runs for real. Pods reach the
+// local-path-provisioner behind the default StorageClass local-path; fake
+// nodes then default to none, so that every pod runs for real, and kwok's
+// kwok-volume is not offered (the real kubelet would mount its claims from
+// directories under /tmp that nothing removes). With fake nodes asked for
+// too, pods may land on either kind: kwok-volume is offered, not as the
+// default, for claims of pods kept on the fake nodes, and a namespace keeps
+// its pods on one node with the annotation
+// scheduler.alpha.kubernetes.io/node-selector (the API server runs the
+// PodNodeSelector admission plugin). Pods reach the
 // API server at the Service kubernetes, forwarded from the bridge's address,
 // and the API server reaches webhook Services on the node through a host
 // route to the Service range over the bridge (realnode_apiserver.go), so

@@ -28,6 +28,12 @@ var kwokFiles embed.FS
 // is a Stage.
 const kwokStorageClassFile = "kwok/storage-class.yaml"
 
+// KwokStorageClass is the name of the StorageClass of that file, whose
+// volumes kwok plays: the default one on a cluster of fake nodes only, and
+// the one a claim of a pod kept on a fake node must name on a cluster with
+// a real node too.
+const KwokStorageClass = "kwok-volume"
+
 // Nodes carrying this annotation are the ones kwok plays the kubelet for.
 const (
 	kwokNodeAnnotation      = "kwok.x-k8s.io/node"
@@ -84,6 +90,9 @@ func kwokStorageClass() (*storagev1.StorageClass, error) {
 	if sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
 		return nil, fmt.Errorf("%s: not the default class", kwokStorageClassFile)
 	}
+	if sc.Name != KwokStorageClass {
+		return nil, fmt.Errorf("%s: the class is %q, not %q", kwokStorageClassFile, sc.Name, KwokStorageClass)
+	}
 	return sc, nil
 }
 
@@ -114,16 +123,21 @@ func fakeNode(name string) *corev1.Node {
 	}
 }
 
-// createNodesAndStorageClass creates the fake nodes and, without a real
-// node, kwok's StorageClass as the default one; ones that exist (a reused
-// RunDir) are left as they are. With a real node the class is not offered
-// at all: the real kubelet would mount a claim on it from a directory under
-// /tmp that nothing removes, and the real node's local-path is the default.
+// createNodesAndStorageClass creates the fake nodes and kwok's
+// StorageClass; ones that exist (a reused RunDir) are left as they are.
+// Without a real node the class is the default one. With a real node
+// alone it is not offered at all: the real kubelet would mount a claim on
+// it from a directory under /tmp that nothing removes, and the real node's
+// local-path is the default. With both kinds of nodes it is offered, not
+// as the default, for the pods kept on the fake nodes (KwokStorageClass).
 func (c *Cluster) createNodesAndStorageClass(ctx context.Context, n int, realNode bool) error {
-	if !realNode {
+	if !realNode || n > 0 {
 		sc, err := kwokStorageClass()
 		if err != nil {
 			return err
+		}
+		if realNode {
+			delete(sc.Annotations, "storageclass.kubernetes.io/is-default-class")
 		}
 		if _, err := c.clientset.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create StorageClass %s: %w", sc.Name, err)

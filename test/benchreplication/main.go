@@ -3,7 +3,8 @@
 // real node writes through the Database's ClusterIP Service, as a user's
 // client does (cluster DNS, kube-proxy), while the command injects a fault —
 // a switchover, the primary's pod deleted, its postgres killed with SIGKILL,
-// its network cut — and, for each, reports the longest write pause, the
+// its network cut, its pod deleted while the operator converges a thousand
+// other Databases on a fake node (load.go) — and, for each, reports the longest write pause, the
 // timeline of the change of primary, the acknowledged transactions lost, and
 // TPS before and after. It also compares pgbench through the Service with
 // pgbench to the primary's pod IP. It writes the figures as JSON, a
@@ -30,6 +31,9 @@ import (
 	"time"
 )
 
+// defaultLoad is -load's default: the thousand Databases of issue 25.
+const defaultLoad = 1000
+
 // options are the command's flags.
 type options struct {
 	runs            int
@@ -42,6 +46,7 @@ type options struct {
 	dataPathRounds  int
 	dataPathBlock   time.Duration
 	synchronous     bool
+	load            int
 	out             string
 	doc             string
 	docPlot         string
@@ -56,19 +61,20 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("benchreplication", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: benchreplication [flags]\n\n"+
-			"With the defaults (5 runs of 4 faults, 3 × 2 data path blocks) a run takes about 35 minutes on two idle cores:\n"+
-			"3 to start devcluster and the Database, 2 for the data path, and 20 runs of 60 to 90 s.\n\n")
+			"With the defaults (5 runs of 5 faults, 3 × 2 data path blocks, -load 1000) a run takes about 45 minutes on two idle cores:\n"+
+			"3 to start devcluster and the Database, 2 for the data path, and 25 runs of 60 to 120 s.\n\n")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.runs, "runs", 5, "runs of each fault")
 	fs.IntVar(&o.clients, "clients", 4, "pgbench clients (connections)")
-	fs.StringVar(&faults, "faults", strings.Join(allFaults, ","), "faults to inject, comma separated: "+strings.Join(allFaults, ", "))
+	fs.StringVar(&faults, "faults", "", "faults to inject, comma separated: "+strings.Join(allFaults, ", ")+"; default: all, "+faultDeletePodUnderLoad+" only with -load")
 	fs.DurationVar(&o.before, "before", 10*time.Second, "writes before each fault (TPS before)")
 	fs.DurationVar(&o.after, "after", 15*time.Second, "writes after the writes are back (TPS after)")
 	fs.DurationVar(&o.segment, "segment", 5*time.Second, "length of one pgbench invocation of the client loop (-T): the loop restarts pgbench after each, and after every lost connection")
 	fs.DurationVar(&o.failoverTimeout, "failover-timeout", 10*time.Second, "the Database's spec.failoverTimeout")
 	fs.IntVar(&o.dataPathRounds, "datapath-rounds", 3, "rounds of the data path comparison, each a Service block and a pod IP block; 0: none")
 	fs.DurationVar(&o.dataPathBlock, "datapath-block", 15*time.Second, "length of one data path block")
+	fs.IntVar(&o.load, "load", defaultLoad, "Databases on a fake node that the operator converges during the "+faultDeletePodUnderLoad+" runs; 0: no such runs")
 	fs.BoolVar(&o.synchronous, "synchronous", false, "synchronous replication: the Database commits with spec.synchronous {standbys: 1} (ANY 1 of the two standbys)")
 	fs.StringVar(&o.out, "out", "bin/bench-replication.json", "JSON file for the figures; empty: none")
 	fs.StringVar(&o.doc, "doc", "", "also write the generated section of this Markdown page (e.g. docs/benchmarks.md)")
@@ -78,6 +84,13 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.fromJSON, "from-json", "", "run nothing: print the section (and write -doc) from the figures of an earlier run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if faults == "" {
+		for _, f := range allFaults {
+			if f != faultDeletePodUnderLoad || o.load > 0 {
+				faults += f + ","
+			}
+		}
 	}
 	for f := range strings.SplitSeq(faults, ",") {
 		f = strings.TrimSpace(f)
@@ -90,6 +103,10 @@ func parseFlags(args []string) (options, error) {
 		o.faults = append(o.faults, f)
 	}
 	switch {
+	case o.load < 0:
+		return o, errors.New("-load must not be negative")
+	case o.load == 0 && slices.Contains(o.faults, faultDeletePodUnderLoad):
+		return o, fmt.Errorf("-faults %s needs -load > 0", faultDeletePodUnderLoad)
 	case o.runs < 0:
 		return o, errors.New("-runs must not be negative")
 	case o.clients < 1:

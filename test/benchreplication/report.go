@@ -24,16 +24,20 @@ const (
 	faultDeletePod  = "delete-pod"
 	faultKill9      = "kill-9"
 	faultNetworkCut = "network-cut"
+	// faultDeletePodUnderLoad is faultDeletePod while the operator
+	// converges -load other Databases (load.go).
+	faultDeletePodUnderLoad = "delete-pod-under-load"
 )
 
-var allFaults = []string{faultSwitchover, faultDeletePod, faultKill9, faultNetworkCut}
+var allFaults = []string{faultSwitchover, faultDeletePod, faultKill9, faultNetworkCut, faultDeletePodUnderLoad}
 
 // faultTitles describe each fault in the report.
 var faultTitles = map[string]string{
-	faultSwitchover: "switchover (spec.primary set to a standby)",
-	faultDeletePod:  "primary pod deleted",
-	faultKill9:      "postgres killed (SIGKILL to the primary's postmaster)",
-	faultNetworkCut: "primary cut off from the network (every packet of its interface dropped)",
+	faultSwitchover:         "switchover (spec.primary set to a standby)",
+	faultDeletePod:          "primary pod deleted",
+	faultKill9:              "postgres killed (SIGKILL to the primary's postmaster)",
+	faultNetworkCut:         "primary cut off from the network (every packet of its interface dropped)",
+	faultDeletePodUnderLoad: "primary pod deleted while the operator converges other Databases",
 }
 
 // report holds every figure of a run; it is the JSON output.
@@ -66,6 +70,9 @@ type params struct {
 	DataPathRounds         int      `json:"dataPathRounds"`
 	DataPathBlockSeconds   float64  `json:"dataPathBlockSeconds"`
 	Synchronous            bool     `json:"synchronous"`
+	// Load is the number of Databases the failover under load runs
+	// beside; 0: no such runs.
+	Load int `json:"load,omitempty"`
 }
 
 // runResult is one fault run.
@@ -95,6 +102,19 @@ type runResult struct {
 	// relative to the fault.
 	SeriesStart float64 `json:"seriesStart"`
 	TPS         []int   `json:"tps"`
+	// UnderLoad is the load at the fault, for a failover under load.
+	UnderLoad *loadAtFault `json:"underLoad,omitempty"`
+}
+
+// loadAtFault is how the load of a failover under load stood at the fault.
+type loadAtFault struct {
+	// Wave is the routine work the run began: "create" or "delete".
+	Wave string `json:"wave"`
+	// Databases of the load that existed, and were Ready, at the fault.
+	Databases int `json:"databases"`
+	Ready     int `json:"ready"`
+	// QueueDepth is the Database controller's work queue depth.
+	QueueDepth float64 `json:"queueDepth"`
 }
 
 // dataPath compares pgbench through the ClusterIP Service with the
@@ -167,6 +187,11 @@ func (r *report) evaluate() {
 				target{"switchover write pause, max", "≤ 2.5 s", secs(s.PauseMax), s.PauseMax <= 2.5})
 		case faultDeletePod:
 			r.Targets = append(r.Targets, target{"pod deletion write pause, max", "≤ 4 s", secs(s.PauseMax), s.PauseMax <= 4})
+		case faultDeletePodUnderLoad:
+			if base, ok := r.fault(faultDeletePod); ok {
+				r.Targets = append(r.Targets, target{fmt.Sprintf("pod deletion while %d Databases converge: write pause p50 over the unloaded one", r.Params.Load), "≤ +2 s",
+					fmt.Sprintf("%+.2f s (%.2f s against %.2f s)", s.PauseP50-base.PauseP50, s.PauseP50, base.PauseP50), s.PauseP50-base.PauseP50 <= 2})
+			}
 		case faultNetworkCut:
 			goal := fmt.Sprintf("≤ %.0f s", r.Params.FailoverTimeoutSeconds+13)
 			r.Targets = append(r.Targets,
@@ -188,6 +213,16 @@ func (r *report) evaluate() {
 	if d := r.DataPath; d != nil {
 		r.Targets = append(r.Targets, target{"TPS through the ClusterIP Service / the pod IP", "≥ 0.97", fmt.Sprintf("%.3f", d.Ratio), d.Ratio >= 0.97})
 	}
+}
+
+// fault is the summary of a fault's runs, once evaluate made them.
+func (r *report) fault(name string) (faultSummary, bool) {
+	for _, s := range r.Faults {
+		if s.Fault == name {
+			return s, true
+		}
+	}
+	return faultSummary{}, false
 }
 
 // summarize gathers the runs of one fault.
@@ -296,8 +331,16 @@ func (r *report) markdown() string {
 
 	b.WriteString("\n#### Runs\n\n| fault | run | primary before → after | pause | acknowledged | lost | WAL per transaction | TPS before → after | load |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, run := range r.Runs {
+		load := run.Load
+		if u := run.UnderLoad; u != nil {
+			load += fmt.Sprintf("; wave: %s, %d Databases (%d Ready), queue depth %.0f", u.Wave, u.Databases, u.Ready, u.QueueDepth)
+		}
 		fmt.Fprintf(&b, "| %s | %d | %s → %s | %s | %d | %d | %.0f B | %.0f → %.0f | %s |\n", run.Fault, run.Index, run.OldPrimary, run.NewPrimary,
-			secs(run.PauseSeconds), run.Acked, run.Lost, run.WALBytesPerTx, run.TPSBefore, run.TPSAfter, run.Load)
+			secs(run.PauseSeconds), run.Acked, run.Lost, run.WALBytesPerTx, run.TPSBefore, run.TPSAfter, load)
+	}
+	if p.Load > 0 {
+		fmt.Fprintf(&b, "\n%s: devcluster also has a fake (kwok) node; the Database stays on the real node and %d other postgres Databases (one replica each) on the fake one (namespace node selectors). Each run begins a wave of routine work for the operator, creating those Databases (odd runs) or deleting them (even runs), and deletes the primary's pod %.0f s later; the load column gives the wave, the load's Databases that existed and were Ready, and the depth of the operator's work queue at the fault.\n",
+			faultDeletePodUnderLoad, p.Load, p.BeforeSeconds)
 	}
 
 	if d := r.DataPath; d != nil {
@@ -319,6 +362,8 @@ func pauseGoal(fault string, failoverTimeout float64) string {
 		return "≤ 4 s"
 	case faultNetworkCut:
 		return fmt.Sprintf("≤ %.0f s, spread ≤ 3 s", failoverTimeout+13)
+	case faultDeletePodUnderLoad:
+		return "p50 ≤ the unloaded p50 + 2 s"
 	}
 	return "none set"
 }

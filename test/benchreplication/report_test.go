@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +154,78 @@ func TestSynchronousTargetIsZeroLoss(t *testing.T) {
 		}
 	}
 	t.Fatalf("no loss target in %+v", r.Targets)
+}
+
+// TestFailoverUnderLoadTarget compares the pod deletions under load with
+// the unloaded ones of the same report, p50 against p50.
+func TestFailoverUnderLoadTarget(t *testing.T) {
+	r := readFixture(t)
+	base, ok := r.fault(faultDeletePod)
+	if !ok {
+		t.Fatal("the fixture has no delete-pod runs")
+	}
+	for _, tc := range []struct {
+		pauses []float64
+		met    bool
+	}{
+		{[]float64{base.PauseP50 + 1.5, base.PauseP50 + 1.9, base.PauseP50 + 9}, true},
+		{[]float64{base.PauseP50 + 2.1, base.PauseP50 + 2.5, base.PauseP50 + 1}, false},
+	} {
+		r := readFixture(t)
+		r.Params.Load = 1000
+		for i, p := range tc.pauses {
+			r.Runs = append(r.Runs, runResult{Fault: faultDeletePodUnderLoad, Index: i + 1, PauseSeconds: p,
+				UnderLoad: &loadAtFault{Wave: "create", Databases: 1000, Ready: 10 * i, QueueDepth: 900}})
+		}
+		r.evaluate()
+		name := "pod deletion while 1000 Databases converge: write pause p50 over the unloaded one"
+		found := false
+		for _, tg := range r.Targets {
+			if tg.Name == name {
+				found = true
+				if tg.Met != tc.met || tg.Goal != "≤ +2 s" {
+					t.Errorf("pauses %v against an unloaded p50 of %.2f s: %+v, want met %v", tc.pauses, base.PauseP50, tg, tc.met)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no target %q in %+v", name, r.Targets)
+		}
+		if md := r.markdown(); !strings.Contains(md, "wave: create, 1000 Databases (10 Ready), queue depth 900") ||
+			!strings.Contains(md, "1000 other postgres Databases") {
+			t.Errorf("the section does not describe the load:\n%s", md)
+		}
+	}
+}
+
+func TestParseFlagsLoad(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.load != defaultLoad || !slices.Contains(o.faults, faultDeletePodUnderLoad) {
+		t.Errorf("defaults: %+v, %v: want -load %d and the failover under load", o, err, defaultLoad)
+	}
+	o, err = parseFlags([]string{"-load", "0"})
+	if err != nil || slices.Contains(o.faults, faultDeletePodUnderLoad) || len(o.faults) != len(allFaults)-1 {
+		t.Errorf("-load 0: faults %v, %v: want every fault but the failover under load", o.faults, err)
+	}
+	if _, err := parseFlags([]string{"-load", "0", "-faults", faultDeletePodUnderLoad}); err == nil || !strings.Contains(err.Error(), "-load") {
+		t.Errorf("the failover under load without a load: %v, want an error naming -load", err)
+	}
+}
+
+func TestParseQueueDepth(t *testing.T) {
+	metrics := `# HELP workqueue_depth Current depth of workqueue
+# TYPE workqueue_depth gauge
+workqueue_depth{controller="database",name="database",priority="-100"} 700
+workqueue_depth{controller="database",name="database",priority="0"} 250
+workqueue_depth{controller="database",name="database",priority="20"} 1
+workqueue_depth{controller="other",name="other"} 99
+workqueue_adds_total{controller="database",name="database"} 5000
+`
+	got, err := parseQueueDepth(bufio.NewScanner(strings.NewReader(metrics)))
+	if err != nil || got != 951 {
+		t.Errorf("parseQueueDepth = %v, %v, want 951", got, err)
+	}
+	if _, err := parseQueueDepth(bufio.NewScanner(strings.NewReader("up 1\n"))); err == nil {
+		t.Error("metrics without the queue's depth: no error")
+	}
 }

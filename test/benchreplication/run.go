@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,8 @@ type bench struct {
 	report  *report
 	pgImage string
 	nextRun int
+	// wave is the failover under load's routine work in progress.
+	wave *wave
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -135,7 +138,11 @@ func (b *bench) run(ctx context.Context) error {
 		return err
 	}
 	defer clusterLog.Close()
-	b.env, err = e2eharness.Start(ctx, b.work, devcluster.Options{RealNode: true, Log: clusterLog})
+	cluster := devcluster.Options{RealNode: true, Log: clusterLog}
+	if b.underLoad() {
+		cluster.Nodes = 1 // fakeNode, for the load
+	}
+	b.env, err = e2eharness.Start(ctx, b.work, cluster)
 	if err != nil {
 		return err
 	}
@@ -149,7 +156,12 @@ func (b *bench) run(ctx context.Context) error {
 	if b.cl, err = client.NewWithWatch(b.env.Cluster.Config, client.Options{Scheme: b.env.Client.Scheme()}); err != nil {
 		return err
 	}
-	if _, err := b.kubectl(ctx, "create", "namespace", ns); err != nil {
+	if b.underLoad() {
+		// The Database stays on the real node, the load on the fake one.
+		if err := b.apply(ctx, namespaceManifest(ns, devcluster.RealNodeName)+"---\n"+namespaceManifest(loadNamespace, fakeNode)); err != nil {
+			return err
+		}
+	} else if _, err := b.kubectl(ctx, "create", "namespace", ns); err != nil {
 		return err
 	}
 	if err := b.apply(ctx, databaseManifest(b.pgImage, b.opts.failoverTimeout, b.opts.synchronous)); err != nil {
@@ -201,9 +213,17 @@ func (b *bench) run(ctx context.Context) error {
 			b.report.Runs = append(b.report.Runs, r)
 			b.logf("%s run %d: %s → %s, pause %.2fs, %d acknowledged, %d lost, TPS %.0f → %.0f, phases %v",
 				f, i+1, r.OldPrimary, r.NewPrimary, r.PauseSeconds, r.Acked, r.Lost, r.TPSBefore, r.TPSAfter, r.Phases)
+			if u := r.UnderLoad; u != nil {
+				b.logf("  at the fault: wave %s, %d load Databases (%d Ready), queue depth %.0f", u.Wave, u.Databases, u.Ready, u.QueueDepth)
+			}
 		}
 	}
-	return nil
+	return b.waitWaveDone(5 * time.Minute)
+}
+
+// underLoad says whether the runs include the failover under load.
+func (b *bench) underLoad() bool {
+	return b.opts.load > 0 && slices.Contains(b.opts.faults, faultDeletePodUnderLoad)
 }
 
 // databaseManifest is the 3-replica postgres Database.
@@ -489,6 +509,11 @@ func (b *bench) faultRun(ctx context.Context, fault string, index int) (runResul
 		return r, err
 	}
 	r.OldPrimary = db.Status.CurrentPrimary
+	if fault == faultDeletePodUnderLoad {
+		if _, err := b.startWave(ctx, index); err != nil {
+			return r, err
+		}
+	}
 	b.nextRun++
 	run := b.nextRun
 	wal0, err := b.walBytes(ctx)
@@ -519,6 +544,11 @@ func (b *bench) faultRun(ctx context.Context, fault string, index int) (runResul
 	}
 	wal1At := time.Now()
 	r.Load = benchdoc.LoadAvg()
+	if fault == faultDeletePodUnderLoad {
+		if r.UnderLoad, err = b.loadState(ctx); err != nil {
+			return r, fmt.Errorf("reading the load: %w", err)
+		}
+	}
 	heal, err := b.inject(ctx, fault, r.OldPrimary)
 	r.At = time.Now()
 	if heal != nil {
@@ -610,7 +640,7 @@ func (b *bench) inject(ctx context.Context, fault, primary string) (heal func() 
 		target := fmt.Sprintf("%s-%d", dbName, (ord+1)%3)
 		_, err = b.kubectl(ctx, "patch", "database", "-n", ns, dbName, "--type=merge", "-p", `{"spec":{"primary":"`+target+`"}}`)
 		return nil, err
-	case faultDeletePod:
+	case faultDeletePod, faultDeletePodUnderLoad:
 		_, err := b.kubectl(ctx, "delete", "pod", "-n", ns, primary, "--wait=false")
 		return nil, err
 	case faultKill9:
@@ -681,9 +711,15 @@ func newReport(o options) *report {
 		FailoverTimeoutSeconds: o.failoverTimeout.Seconds(), DataPathRounds: o.dataPathRounds, DataPathBlockSeconds: o.dataPathBlock.Seconds(),
 		Synchronous: o.synchronous,
 	}
+	if o.load > 0 && slices.Contains(o.faults, faultDeletePodUnderLoad) {
+		r.Params.Load = o.load
+	}
 	r.Command = fmt.Sprintf("go run ./test/benchreplication -runs %d -clients %d", o.runs, o.clients)
 	if len(o.faults) != len(allFaults) {
 		r.Command += " -faults " + strings.Join(o.faults, ",")
+	}
+	if o.load != defaultLoad {
+		r.Command += " -load " + strconv.Itoa(o.load)
 	}
 	if o.dataPathRounds != 3 {
 		r.Command += " -datapath-rounds " + strconv.Itoa(o.dataPathRounds)

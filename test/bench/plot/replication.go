@@ -33,6 +33,8 @@ var faultColors = map[string]color.Color{
 	"delete-pod":  color.RGBA{R: 30, G: 140, B: 60, A: 255},
 	"kill-9":      color.RGBA{R: 200, G: 120, B: 20, A: 255},
 	"network-cut": color.RGBA{R: 180, G: 30, B: 30, A: 255},
+	// The same fault as delete-pod, under load: the same hue, lighter.
+	"delete-pod-under-load": color.RGBA{R: 120, G: 200, B: 140, A: 255},
 }
 
 // plotReplication draws TPS over time across each fault, the first run
