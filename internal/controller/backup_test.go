@@ -243,8 +243,14 @@ func TestBackupSchedule(t *testing.T) {
 	if err := f.c.Update(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
-	// The Database was created in real time; the clock starts after it.
-	f.now = time.Now().UTC().Truncate(24 * time.Hour).Add(24*time.Hour + 2*time.Hour + 50*time.Minute)
+	// The Database was created in real time; the clock starts after it,
+	// ten minutes before the next 03:00, so that no due time lies between
+	// the two (at 01:00 that is 02:50 the same day, not the next one).
+	next := time.Now().UTC().Truncate(24 * time.Hour).Add(3 * time.Hour)
+	for !next.Add(-10 * time.Minute).After(time.Now()) {
+		next = next.Add(24 * time.Hour)
+	}
+	f.now = next.Add(-10 * time.Minute)
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "orders"}}
 	sched := func() ctrl.Result {
 		t.Helper()
