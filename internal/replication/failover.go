@@ -76,7 +76,9 @@ const (
 	// primary may still be writable. The controller stops renewing the
 	// lease, asks the old primary's agent to fence, and detaches the
 	// candidate (its WAL receiver stops and stays off, its Upstream still
-	// names the old primary), then decides again.
+	// names the old primary), then decides again. While the old primary's
+	// agent answers and shuts its server down, nothing is detached yet
+	// (handsOver).
 	FailoverFence FailoverAction = "Fence"
 	// FailoverPromote means the old primary is fenced, or its lease has run out
 	// and the candidate has left it for long enough; promote Candidate.
@@ -175,7 +177,33 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 		// Fencing goes on; the promotion waits for final positions.
 		d.Action, d.Reason, d.RecheckAt = FailoverFence, notFinal, now.Add(p.Margin)
 	}
+	if d.Action == FailoverFence && handsOver(*primary, lease, p, now) {
+		d.Detach = nil
+		d.Reason = fmt.Sprintf("fencing the old primary %s before promoting %s: its agent answers, so its standbys stay attached until it reports the fence, to receive the WAL its shutdown hands them",
+			c.Primary, d.Candidate)
+		d.RecheckAt = now.Add(handOverRecheck)
+	}
 	return d
+}
+
+// handOverRecheck is how often a failover looks again while the old
+// primary's agent shuts its server down (handsOver).
+const handOverRecheck = time.Second
+
+// handsOver reports whether the old primary's agent answers and its lease
+// has not run out, but its server is not yet reported down: it is being
+// fenced (or its pod deleted), with a fast shutdown whose walsenders send
+// every record, the shutdown checkpoint last, to the standbys still
+// connected. Until the fence is reported the standbys are not detached:
+// a candidate detached first misses that WAL, then the former primary's
+// checkpoint lies past the new timeline's fork and removes the WAL that
+// pg_rewind reads back to the last checkpoint before it, and the
+// acknowledged commits of those last moments are lost (asynchronous
+// replication). Once the lease has run out, detaching is what makes a
+// primary its operator cannot stop fence itself (its watchdog's exemption
+// needs its standbys), so it comes back.
+func handsOver(primary Instance, lease Lease, p FailoverPolicy, now time.Time) bool {
+	return primary.Agent != nil && !primary.Agent.Fenced && now.Before(lease.RenewedAt.Add(p.LeaseTTL+p.Margin))
 }
 
 // fenceOrPromote decides, for a failover due from primary to candidate,

@@ -21,6 +21,8 @@ func TestDecideFailover(t *testing.T) {
 		wantCandidate string
 		wantRecheck   time.Time
 		wantReason    string
+		// wantDetach is checked when set; "-" means none.
+		wantDetach string
 	}{
 		{
 			name:       "does nothing while the primary is ready",
@@ -66,12 +68,32 @@ func TestDecideFailover(t *testing.T) {
 			wantReason:    "its lease runs out at 2026-12-03T09:00:18Z",
 		},
 		{
-			name:          "fences a primary whose pod is being deleted, ready or not",
+			name:          "fences a primary whose pod is being deleted, ready or not, keeping its standbys attached while its agent answers",
 			c:             cluster(pod(0, asPrimary, terminating), pod(1)),
 			lease:         fresh,
 			want:          FailoverFence,
 			wantCandidate: "orders-1",
+			wantRecheck:   t0.Add(time.Second),
+			wantReason:    "its agent answers, so its standbys stay attached until it reports the fence",
+			wantDetach:    "-",
+		},
+		{
+			name:          "detaches the candidate of a primary whose pod is being deleted once its agent is gone",
+			c:             cluster(pod(0, asPrimary, terminating, silent), pod(1)),
+			lease:         fresh,
+			want:          FailoverFence,
+			wantCandidate: "orders-1",
 			wantRecheck:   t0.Add(18 * time.Second),
+			wantDetach:    "orders-1",
+		},
+		{
+			name:          "detaches the candidate of an answering primary once its lease ran out",
+			c:             cluster(pod(0, asPrimary, notReadySince(down)), pod(1)),
+			lease:         expired,
+			want:          FailoverFence,
+			wantCandidate: "orders-1",
+			wantRecheck:   t0.Add(5 * time.Second),
+			wantDetach:    "orders-1",
 		},
 		{
 			name: "waits out the timeout for a primary deleted soon after it became ready",
@@ -143,6 +165,9 @@ func TestDecideFailover(t *testing.T) {
 			}
 			if !strings.Contains(got.Reason, tt.wantReason) {
 				t.Errorf("Reason %q does not say %q", got.Reason, tt.wantReason)
+			}
+			if detach := strings.Join(got.Detach, ","); tt.wantDetach != "" && detach != strings.TrimPrefix(tt.wantDetach, "-") {
+				t.Errorf("Detach = %v, want %q", got.Detach, tt.wantDetach)
 			}
 		})
 	}
