@@ -61,6 +61,9 @@ type Agent struct {
 	// leaseDeadline is when the primary's lease runs out (monotonic);
 	// zero when no lease was granted.
 	leaseDeadline time.Time
+	// fenceReported is set once a status reported the fence
+	// (lingerForFence waits for it).
+	fenceReported bool
 	streamingNow  bool
 	receiverPID   int             // the streaming WAL receiver's pid at the last poll
 	lastStreamed  time.Time       // zero: never seen streaming
@@ -234,7 +237,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			a.logf("stopping: fast shutdown of the server")
+			leased := a.leasedPrimary()
 			a.stopServer(0)
+			if leased {
+				a.lingerForFence(fenceLinger)
+			}
 			return nil
 		case <-tick.C:
 		case <-a.kickCh:
@@ -860,6 +867,53 @@ func (a *Agent) fence(reason string) error {
 	a.stopServer(10 * time.Second)
 	a.setPhase(PhaseFenced)
 	return err
+}
+
+// fenceLinger is how long a primary stopped by SIGTERM keeps answering,
+// for a fence (lingerForFence).
+const fenceLinger = 5 * time.Second
+
+// leasedPrimary reports a server running as a primary that holds a lease:
+// a replicated Database's primary.
+func (a *Agent) leasedPrimary() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.srv != nil && a.mode == modePrimary && !a.leaseDeadline.IsZero() && !a.st.Fenced
+}
+
+// lingerForFence runs after SIGTERM stopped a replicated primary's server
+// (its pod is being deleted), for at most max. The operator, failing
+// over, sends a fenced Spec and promotes a standby once this agent
+// reports the fence with its server down; an agent that exits first
+// leaves the operator waiting until the pod is created again and its
+// agent answers (seconds, many more on a busy node), or until the lease
+// runs out. So the agent keeps answering: a fenced Spec, accepted before
+// or meanwhile, is persisted as the loop's fence would persist it, and
+// the agent returns once a status has reported it. The server is not
+// started again in this process, whatever else arrives.
+func (a *Agent) lingerForFence(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		asked := a.spec != nil && a.spec.Role == RoleFenced && !a.st.Fenced
+		done := a.st.Fenced && a.fenceReported
+		a.mu.Unlock()
+		switch {
+		case done:
+			return
+		case asked:
+			a.logf("fencing: the Spec says fenced, and the server is already stopped")
+			a.markFenced()
+			if err := a.saveState(); err != nil {
+				a.logf("error: persisting the fence: %v", err)
+				return
+			}
+			a.setPhase(PhaseFenced)
+		default:
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	a.logf("stopped: no fence reported within %v of the server's shutdown", max)
 }
 
 // markFenced records a fence in memory; the caller persists it.

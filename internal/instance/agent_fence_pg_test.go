@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -504,5 +505,89 @@ func TestAgentKeepsAStuckStandby(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if log, _ := os.ReadFile(filepath.Join(c.dir(1), "agent.log")); strings.Count(string(log), "cloning again") != 1 {
 		t.Errorf("db-1 was cloned again %d times, want once", strings.Count(string(log), "cloning again"))
+	}
+}
+
+// TestAgentStoppedBySIGTERMReportsALateFence: a replicated primary whose
+// pod is being deleted stops its server at SIGTERM and keeps answering
+// for a while: the fenced Spec the operator sends meanwhile is persisted
+// and reported, so that the operator promotes a standby at once rather
+// than after the pod comes back. Without a fence it exits all the same,
+// within fenceLinger (5 s), and a standby does not linger at all.
+func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
+	c := newCluster(t)
+	c.pair(60)
+	c.term = 1
+
+	// SIGTERM, then the fence once the server is down.
+	p := c.agents[0]
+	pm := c.postmasterPID(0)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	c.waitFor("db-0's server stopped", 20*time.Second, func() error {
+		if alive(pm) {
+			return fmt.Errorf("postmaster %d still runs", pm)
+		}
+		return nil
+	})
+	c.apply(0, instance.Spec{Role: instance.RoleFenced})
+	c.waitFor("db-0 reporting the fence", 4*time.Second, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
+		if err != nil {
+			return err
+		}
+		if !st.Fenced || st.Phase != instance.PhaseFenced {
+			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
+		}
+		return nil
+	})
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("db-0's agent did not exit within 5 s of SIGTERM once it reported the fence")
+	}
+	delete(c.agents, 0)
+	if s := c.stateFile(0); !strings.Contains(s, `"fenced": true`) {
+		t.Errorf("the fence is not persisted: %s", s)
+	}
+
+	// Started again, it stays fenced: only a later term makes it a primary.
+	c.start(0)
+	c.waitFor("db-0 back, fenced", 30*time.Second, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
+		if err != nil {
+			return err
+		}
+		if !st.Fenced || st.Phase != instance.PhaseFenced {
+			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
+		}
+		return nil
+	})
+	if err := c.ready(0); err == nil {
+		t.Error("db-0, fenced, is ready")
+	}
+
+	// Promoted in term 2, then stopped with no fence coming: it exits
+	// within the linger, and its state is not fenced.
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.waitFor("db-0 ready as primary again", 30*time.Second, func() error { return c.ready(0) })
+	start := time.Now()
+	c.stop(0)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("db-0's agent took %v to exit after SIGTERM with no fence", took)
+	} else {
+		t.Logf("db-0's agent exited %v after SIGTERM with no fence", took.Round(10*time.Millisecond))
+	}
+	if s := c.stateFile(0); strings.Contains(s, `"fenced": true`) {
+		t.Errorf("a SIGTERM without a fence persisted one: %s", s)
+	}
+	if log, _ := os.ReadFile(filepath.Join(c.dir(0), "agent.log")); !strings.Contains(string(log), "no fence reported within 5s") {
+		t.Error("db-0's log does not say it waited for a fence that did not come")
+	}
+
+	// A standby stops without lingering.
+	start = time.Now()
+	c.stop(1)
+	if log, _ := os.ReadFile(filepath.Join(c.dir(1), "agent.log")); strings.Contains(string(log), "no fence reported") {
+		t.Errorf("the standby db-1 lingered for a fence (stopped in %v)", time.Since(start).Round(10*time.Millisecond))
 	}
 }

@@ -160,6 +160,9 @@ func (a *Agent) status(ctx context.Context) Status {
 			serverUp = true
 		}
 	}
+	if a.st.Fenced && !serverUp {
+		a.fenceReported = true
+	}
 	s := Status{
 		Phase:      a.phase,
 		Fenced:     a.st.Fenced && !serverUp,
