@@ -239,7 +239,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.logf("stopping: fast shutdown of the server")
 			leased := a.leasedPrimary()
 			a.stopServer(0)
-			if leased {
+			if leased || a.fenceUnreported() {
 				a.lingerForFence(fenceLinger)
 			}
 			return nil
@@ -881,6 +881,15 @@ func (a *Agent) leasedPrimary() bool {
 	return a.srv != nil && a.mode == modePrimary && !a.leaseDeadline.IsZero() && !a.st.Fenced
 }
 
+// fenceUnreported reports a fence no status has reported yet: the fenced
+// Spec came before SIGTERM, and the server stopped, but the operator has
+// not asked since.
+func (a *Agent) fenceUnreported() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st.Fenced && !a.fenceReported
+}
+
 // lingerForFence runs after SIGTERM stopped a replicated primary's server
 // (its pod is being deleted), for at most max. The operator, failing
 // over, sends a fenced Spec and promotes a standby once this agent
@@ -889,7 +898,8 @@ func (a *Agent) leasedPrimary() bool {
 // agent answers (seconds, many more on a busy node), or until the lease
 // runs out. So the agent keeps answering: a fenced Spec, accepted before
 // or meanwhile, is persisted as the loop's fence would persist it, and
-// the agent returns once a status has reported it. The server is not
+// the agent returns once a status has reported it. A fence the loop made
+// before SIGTERM, not reported yet, is waited for in the same way. The server is not
 // started again in this process, whatever else arrives.
 func (a *Agent) lingerForFence(max time.Duration) {
 	deadline := time.Now().Add(max)

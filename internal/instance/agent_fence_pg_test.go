@@ -584,6 +584,44 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 		t.Error("db-0's log does not say it waited for a fence that did not come")
 	}
 
+	// The fence first, then SIGTERM before any status: the fence is
+	// reported all the same before the agent exits.
+	c.start(0)
+	c.waitFor("db-0's agent to answer", 10*time.Second, func() error {
+		_, err := c.client.Status(context.Background(), c.ip(0), c.creds)
+		return err
+	})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.waitFor("db-0 ready as primary once more", 30*time.Second, func() error { return c.ready(0) })
+	if _, err := c.client.Apply(context.Background(), c.ip(0), c.creds, instance.Spec{Role: instance.RoleFenced, Term: c.term}); err != nil {
+		t.Fatal(err)
+	}
+	pm = c.postmasterPID(0)
+	c.waitFor("db-0 fenced by its loop, its server down", 20*time.Second, func() error {
+		if alive(pm) || !strings.Contains(c.stateFile(0), `"fenced": true`) {
+			return fmt.Errorf("postmaster %d alive %v; state %s", pm, alive(pm), c.stateFile(0))
+		}
+		return nil
+	})
+	p = c.agents[0]
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	c.waitFor("db-0 reporting the fence after SIGTERM", 4*time.Second, func() error {
+		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
+		if err != nil {
+			return err
+		}
+		if !st.Fenced {
+			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
+		}
+		return nil
+	})
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("db-0's agent did not exit within 5 s of reporting its fence")
+	}
+	delete(c.agents, 0)
+
 	// A standby stops without lingering.
 	start = time.Now()
 	c.stop(1)
