@@ -143,7 +143,7 @@ BENCH_REPL_OUT ?= bin/bench-replication.json
 BENCH_REPL_ARGS ?=
 
 .PHONY: bench-replication
-bench-replication: k8s-tools node-tools engine-images ## Measure write pauses, losses and TPS of a 3-replica postgres across faults on the real node, also under load (BENCH_REPL_RUNS=5: about 45 minutes on two idle cores) and update docs/benchmarks.md.
+bench-replication: k8s-tools node-tools engine-images ## Measure write pauses, losses and TPS of a 3-replica postgres across faults on the real node, also under load (BENCH_REPL_RUNS=5: about 25 minutes on two idle cores) and update docs/benchmarks.md.
 	go build -o bin/bench-replication ./test/benchreplication
 	bin/bench-replication -runs $(BENCH_REPL_RUNS) -clients $(BENCH_REPL_CLIENTS) -out $(BENCH_REPL_OUT) \
 		-doc docs/benchmarks.md -doc-plot benchmarks-replication.png $(BENCH_REPL_ARGS)

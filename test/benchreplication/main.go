@@ -61,8 +61,8 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("benchreplication", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: benchreplication [flags]\n\n"+
-			"With the defaults (5 runs of 5 faults, 3 × 2 data path blocks, -load 1000) a run takes about 45 minutes on two idle cores:\n"+
-			"3 to start devcluster and the Database, 2 for the data path, and 25 runs of 60 to 120 s.\n\n")
+			"With the defaults (5 runs of 5 faults, 3 × 2 data path blocks, -load 1000) a run takes about 25 minutes on two idle cores:\n"+
+			"1 to start devcluster and the Database, 2 for the data path, and 25 runs of 30 to 80 s.\n\n")
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&o.runs, "runs", 5, "runs of each fault")
