@@ -109,7 +109,7 @@ func (b *bench) startWave(ctx context.Context, index int) (*wave, error) {
 					} else {
 						err = client.IgnoreNotFound(b.cl.Delete(ctx, db))
 					}
-					if err != nil && !(w.create && apierrors.IsAlreadyExists(err)) {
+					if err != nil && (!w.create || !apierrors.IsAlreadyExists(err)) {
 						first = fmt.Errorf("%s: %w", db.Name, err)
 					}
 				}
