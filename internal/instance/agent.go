@@ -899,8 +899,8 @@ func (a *Agent) fenceUnreported() bool {
 // runs out. So the agent keeps answering: a fenced Spec, accepted before
 // or meanwhile, is persisted as the loop's fence would persist it, and
 // the agent returns once a status has reported it. A fence the loop made
-// before SIGTERM, not reported yet, is waited for in the same way. The server is not
-// started again in this process, whatever else arrives.
+// before SIGTERM, not reported yet, is waited for in the same way. The
+// server is not started again in this process, whatever else arrives.
 func (a *Agent) lingerForFence(max time.Duration) {
 	deadline := time.Now().Add(max)
 	for time.Now().Before(deadline) {
@@ -912,13 +912,10 @@ func (a *Agent) lingerForFence(max time.Duration) {
 		case done:
 			return
 		case asked:
-			a.logf("fencing: the Spec says fenced, and the server is already stopped")
-			a.markFenced()
-			if err := a.saveState(); err != nil {
+			if err := a.fence("the Spec says fenced, and the server is already stopped"); err != nil {
 				a.logf("error: persisting the fence: %v", err)
 				return
 			}
-			a.setPhase(PhaseFenced)
 		default:
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -508,6 +508,30 @@ func TestAgentKeepsAStuckStandby(t *testing.T) {
 	}
 }
 
+// reportsFence asks ordinal i's agent, which may be gone, whether it
+// reports a fence with its server down.
+func (c *cluster) reportsFence(i int) error {
+	st, err := c.client.Status(context.Background(), c.ip(i), c.creds)
+	if err != nil {
+		return err
+	}
+	if !st.Fenced || st.Phase != instance.PhaseFenced {
+		return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
+	}
+	return nil
+}
+
+// waitExited waits until ordinal i's agent, signalled already, has exited.
+func (c *cluster) waitExited(i int, timeout time.Duration) {
+	c.t.Helper()
+	select {
+	case <-c.agents[i].done:
+	case <-time.After(timeout):
+		c.t.Fatalf("db-%d's agent did not exit within %v of reporting its fence", i, timeout)
+	}
+	delete(c.agents, i)
+}
+
 // TestAgentStoppedBySIGTERMReportsALateFence: a replicated primary whose
 // pod is being deleted stops its server at SIGTERM and keeps answering
 // for a while: the fenced Spec the operator sends meanwhile is persisted
@@ -530,38 +554,15 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 		return nil
 	})
 	c.apply(0, instance.Spec{Role: instance.RoleFenced})
-	c.waitFor("db-0 reporting the fence", 4*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
-		if err != nil {
-			return err
-		}
-		if !st.Fenced || st.Phase != instance.PhaseFenced {
-			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
-		}
-		return nil
-	})
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("db-0's agent did not exit within 5 s of SIGTERM once it reported the fence")
-	}
-	delete(c.agents, 0)
+	c.waitFor("db-0 reporting the fence", 4*time.Second, func() error { return c.reportsFence(0) })
+	c.waitExited(0, 5*time.Second)
 	if s := c.stateFile(0); !strings.Contains(s, `"fenced": true`) {
 		t.Errorf("the fence is not persisted: %s", s)
 	}
 
 	// Started again, it stays fenced: only a later term makes it a primary.
 	c.start(0)
-	c.waitFor("db-0 back, fenced", 30*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
-		if err != nil {
-			return err
-		}
-		if !st.Fenced || st.Phase != instance.PhaseFenced {
-			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
-		}
-		return nil
-	})
+	c.waitFor("db-0 back, fenced", 30*time.Second, func() error { return c.reportsFence(0) })
 	if err := c.ready(0); err == nil {
 		t.Error("db-0, fenced, is ready")
 	}
@@ -605,22 +606,8 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 	})
 	p = c.agents[0]
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	c.waitFor("db-0 reporting the fence after SIGTERM", 4*time.Second, func() error {
-		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
-		if err != nil {
-			return err
-		}
-		if !st.Fenced {
-			return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
-		}
-		return nil
-	})
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("db-0's agent did not exit within 5 s of reporting its fence")
-	}
-	delete(c.agents, 0)
+	c.waitFor("db-0 reporting the fence after SIGTERM", 4*time.Second, func() error { return c.reportsFence(0) })
+	c.waitExited(0, 5*time.Second)
 
 	// A standby stops without lingering.
 	start = time.Now()

@@ -60,6 +60,12 @@ type Lease struct {
 	RenewedAt time.Time
 }
 
+// runsOut is when the old primary's lease has certainly run out under p:
+// LeaseTTL and Margin after the last renewal attempt ended.
+func (l Lease) runsOut(p FailoverPolicy) time.Time {
+	return l.RenewedAt.Add(p.LeaseTTL + p.Margin)
+}
+
 // FailoverAction is what the controller does about the primary.
 type FailoverAction string
 
@@ -203,7 +209,7 @@ const handOverRecheck = time.Second
 // primary its operator cannot stop fence itself (its watchdog's exemption
 // needs its standbys), so it comes back.
 func handsOver(primary Instance, lease Lease, p FailoverPolicy, now time.Time) bool {
-	return primary.Agent != nil && !primary.Agent.Fenced && now.Before(lease.RenewedAt.Add(p.LeaseTTL+p.Margin))
+	return primary.Agent != nil && !primary.Agent.Fenced && now.Before(lease.runsOut(p))
 }
 
 // fenceOrPromote decides, for a failover due from primary to candidate,
@@ -216,7 +222,7 @@ func fenceOrPromote(c Cluster, primary, candidate Instance, lease Lease, p Failo
 		d.Reason = fmt.Sprintf("promoting %s: the old primary %s acknowledged its fence", candidate.Name, c.Primary)
 		return d
 	}
-	if expiry := lease.RenewedAt.Add(p.LeaseTTL + p.Margin); now.Before(expiry) {
+	if expiry := lease.runsOut(p); now.Before(expiry) {
 		d.Reason = fmt.Sprintf("fencing the old primary %s before promoting %s: its lease runs out at %s",
 			c.Primary, candidate.Name, stamp(expiry))
 		d.RecheckAt = expiry
@@ -235,7 +241,7 @@ func fenceOrPromote(c Cluster, primary, candidate Instance, lease Lease, p Failo
 	}
 	d.Action = FailoverPromote
 	d.Reason = fmt.Sprintf("promoting %s: the lease of the old primary %s ran out at %s",
-		candidate.Name, c.Primary, stamp(lease.RenewedAt.Add(p.LeaseTTL+p.Margin)))
+		candidate.Name, c.Primary, stamp(lease.runsOut(p)))
 	return d
 }
 

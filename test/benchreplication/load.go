@@ -82,10 +82,10 @@ type wave struct {
 // startWave creates (odd runs) or deletes (even runs) the load's
 // Databases in the background. It first waits for the previous wave's
 // calls to end, so that a run's wave is its own.
-func (b *bench) startWave(ctx context.Context, index int) (*wave, error) {
+func (b *bench) startWave(ctx context.Context, index int) error {
 	if b.wave != nil {
 		if err := <-b.wave.done; err != nil {
-			return nil, fmt.Errorf("the previous wave: %w", err)
+			return fmt.Errorf("the previous wave: %w", err)
 		}
 		b.wave = nil
 	}
@@ -128,7 +128,7 @@ func (b *bench) startWave(ctx context.Context, index int) (*wave, error) {
 		}
 		w.done <- errors.Join(all...)
 	}()
-	return w, nil
+	return nil
 }
 
 // loadState says how the load stands at the fault: how many of its

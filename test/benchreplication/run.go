@@ -510,7 +510,7 @@ func (b *bench) faultRun(ctx context.Context, fault string, index int) (runResul
 	}
 	r.OldPrimary = db.Status.CurrentPrimary
 	if fault == faultDeletePodUnderLoad {
-		if _, err := b.startWave(ctx, index); err != nil {
+		if err := b.startWave(ctx, index); err != nil {
 			return r, err
 		}
 	}
