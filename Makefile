@@ -7,7 +7,7 @@ IMG ?= dbkeeper:dev
 # kube-scheduler, kubectl, kwok) are built once from the Go module proxy and
 # cached outside the checkout, keyed by version. K8S_VERSION and CACHE_DIR are
 # the Go code's devcluster.KubernetesVersion and devcluster.CacheDir(); the
-# version is also hack/k8s/kubernetes/go.mod's (a test of internal/devcluster
+# version is also hack/k8s/kubernetes/go.mod's (a test of internal/test/devcluster
 # checks that the three agree). hack/k8s-tools.sh gets both from here.
 K8S_VERSION ?= v1.37.2
 CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/dbkeeper
@@ -164,7 +164,7 @@ build: ## Build the manager binary into bin/dbkeeper.
 # The recipe's shell execs devcluster, which is then make's own child: Ctrl-C
 # (SIGINT to the whole process group) and SIGTERM to make (which make passes
 # on) reach it directly; SIGINT, SIGHUP or SIGQUIT to make's PID alone, which
-# make does not pass on, devcluster notices by watching make (cmd/devcluster).
+# make does not pass on, devcluster notices by watching make (hack/devcluster).
 RUN_ARGS ?=
 REAL_NODE ?= false
 
@@ -178,7 +178,7 @@ else
 ifeq ($(REAL_NODE),true)
 	$(MAKE) --no-print-directory node-tools backup-tools
 endif
-	go build -o bin/devcluster ./cmd/devcluster
+	go build -o bin/devcluster ./hack/devcluster
 	exec bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
 endif
 

@@ -27,8 +27,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
-	"github.com/dbkeeper/dbkeeper/internal/objectstore"
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // pgBin is where Debian's postgresql-15 puts the server and its tools.

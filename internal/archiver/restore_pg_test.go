@@ -22,7 +22,7 @@ import (
 	agent "github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // startRestoreSidecar starts i's backup sidecar as the pod of a Database

@@ -16,9 +16,9 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestArchivingCondition(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // backupFixture is a postgres Database with spec.backup in the test API

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestInstanceSecretValues(t *testing.T) {

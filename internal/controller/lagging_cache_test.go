@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // laggingCache is a client whose reads of one Database return an older copy

@@ -22,7 +22,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 const waitTimeout = 20 * time.Second

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestResolveRecoverySource(t *testing.T) {

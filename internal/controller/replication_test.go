@@ -20,9 +20,9 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // fakeServer is an instance agent with a PostgreSQL server reduced to what

@@ -22,8 +22,8 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // TestSecretsOfADatabaseFromAnEarlierRelease is the migration of a

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestVersionMismatches(t *testing.T) {

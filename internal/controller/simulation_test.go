@@ -28,9 +28,9 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // The simulation drives the real replication reconcile

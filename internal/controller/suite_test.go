@@ -32,7 +32,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 var scheme = func() *runtime.Scheme {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // twentyParameters returns a parameters map large enough that Go's map

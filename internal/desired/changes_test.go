@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // fromJSON decodes a JSON document for Changes tests written as literals.

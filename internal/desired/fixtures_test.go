@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // newDatabase returns the fixture Database "orders" of the engine, changed

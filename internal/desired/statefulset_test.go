@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestStatefulSetShape(t *testing.T) {

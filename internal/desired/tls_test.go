@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestTLSDNSNames(t *testing.T) {

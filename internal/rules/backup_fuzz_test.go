@@ -6,7 +6,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // FuzzBackupRules checks that defaulting spec.backup and spec.bootstrap is

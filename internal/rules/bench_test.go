@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // BenchmarkDefaultAndValidate measures what the reconciler's guard does for

@@ -9,7 +9,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // crdSpecRules returns the x-kubernetes-validations rules of the spec in

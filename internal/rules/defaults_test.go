@@ -11,8 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // defaultSpec returns the spec an empty Database of the engine defaults to.

@@ -11,8 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // rulesAt returns Rules with the default registry and a clock stopped at t.

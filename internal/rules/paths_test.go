@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 // TestFieldRankFollowsValidate checks that the order in which decoding

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestValidateReferences(t *testing.T) {

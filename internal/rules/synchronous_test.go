@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 func TestValidateSynchronous(t *testing.T) {

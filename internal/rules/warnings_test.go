@@ -10,8 +10,8 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
-	"github.com/dbkeeper/dbkeeper/internal/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
 const (

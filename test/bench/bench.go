@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 )
 
 // Namespaces of the run.

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 )
 
 // options are the command's flags.

@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 )
 
 // startup is how long the manager took from process start to each sign of

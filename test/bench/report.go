@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/test/bench/benchdoc"
 )
 

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 )
 
 // The failover under load: while the operator converges -load other

@@ -28,11 +28,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // certEnv is devcluster with cert-manager's CRDs, controller and cainjector.

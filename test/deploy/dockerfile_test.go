@@ -16,9 +16,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
 

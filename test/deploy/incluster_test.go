@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
-	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // The names config/default gives dbkeeper's objects.

@@ -19,11 +19,11 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
-	"github.com/dbkeeper/dbkeeper/internal/leakscan"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/leakscan"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // suite is a devcluster with dbkeeper installed and its manager running.

@@ -17,7 +17,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 )
 
 // otherWriter is the field manager of the client that fights dbkeeper.

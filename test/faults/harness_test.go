@@ -27,11 +27,11 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
-	"github.com/dbkeeper/dbkeeper/internal/leakscan"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/process"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/leakscan"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // managerArgs are the flags of every manager the tests start, on top of

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/localrun"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // leaseName is the manager's leader election Lease (LeaderElectionID).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/controller"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // secretVerbs are all the controller does with Secrets: list and watch them

@@ -23,7 +23,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/test/images/ociimage"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // testStore is devcluster's object store as the test drives it.

@@ -1,5 +1,5 @@
 // Package realnode runs dbkeeper against devcluster with a real node
-// (containerd and a kubelet; see internal/devcluster): real PostgreSQL and
+// (containerd and a kubelet; see internal/test/devcluster): real PostgreSQL and
 // MariaDB (standing in for MySQL) servers start from the StatefulSets
 // dbkeeper builds, with the images make engine-images builds, and the tests
 // log in with the credentials of the Databases' Secrets through their

@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // vault is the Database of the security scenario: two servers, a server

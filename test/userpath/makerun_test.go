@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // makeRun is `make run` started as a user starts it, in its own process

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
 )
 
 // TestREADMEKwok follows "make run": make run, then in another shell each

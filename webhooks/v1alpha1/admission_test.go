@@ -31,7 +31,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 	webhooks "github.com/dbkeeper/dbkeeper/webhooks/v1alpha1"
 )
 
@@ -392,7 +392,7 @@ Error from server (Invalid): error when creating "testdata/restore-too-early.yam
 			},
 			{
 				// devcluster's object store, as its Service and Secrets
-				// name it (internal/devcluster realnode_objectstore.go),
+				// name it (internal/test/devcluster realnode_objectstore.go),
 				// in a namespace of its own: default has a ledger.
 				sample:    "postgres-backup.yaml",
 				namespace: "samples-backup",

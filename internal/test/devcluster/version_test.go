@@ -13,7 +13,7 @@ import (
 // binaries from name different releases: then the tests would look for
 // binaries no make target builds, or run other ones than they pin.
 func TestKubernetesVersionAgrees(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	for _, source := range []struct{ file, pattern string }{
 		{"Makefile", `(?m)^K8S_VERSION \?= (\S+)$`},
 		{filepath.Join("hack", "k8s", "kubernetes", "go.mod"), `(?m)^\s*k8s\.io/kubernetes (v\S+)`},

@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbkeeperv1alpha1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/objectstore"
+	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 )
 
 // listBucket is run by the barman-cloud image's python with boto3, as

@@ -8,7 +8,7 @@ import (
 )
 
 func TestReadDocuments(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	t.Run("reads both webhook configurations of make manifests", func(t *testing.T) {
 		mutating, validating, err := readWebhooks(filepath.Join(root, "config", "webhook", "manifests.yaml"))
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 )
 
 // BinDir returns the directory of the pinned Kubernetes binaries,
@@ -50,7 +50,7 @@ func RequireBinaries(t testing.TB, names ...string) string {
 // ProjectRoot returns the root of the checkout, found from this file.
 func ProjectRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // Start starts etcd and kube-apiserver with dbkeeper's CRDs installed and

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // Build compiles the manager binary from the checkout at root into out.

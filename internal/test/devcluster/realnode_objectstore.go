@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbkeeperv1alpha1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/objectstore"
+	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 )
 
 // With a real node, devcluster runs an S3-compatible object store for

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // Binary is versitygw's file name in BinDir.

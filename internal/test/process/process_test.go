@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // shell returns a Process running script with /bin/sh, logging to a file of

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/devcluster"
-	"github.com/dbkeeper/dbkeeper/internal/process"
-	"github.com/dbkeeper/dbkeeper/internal/testenv"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // Names of the cert-manager binaries `make cert-manager-tools` builds, and

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // KubernetesVersion is the Kubernetes release whose binaries devcluster and

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/dbkeeper/dbkeeper/internal/objectstore"
-	"github.com/dbkeeper/dbkeeper/internal/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
+	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
 // Component names of the real node; each is also the name of its binary in

@@ -1,0 +1,125 @@
+package test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is dbkeeper's module path.
+const module = "github.com/dbkeeper/dbkeeper"
+
+// infrastructure are the trees of the module that never ship: test and
+// local-cluster infrastructure, the suites, and the development commands.
+var infrastructure = []string{module + "/internal/test", module + "/test", module + "/hack"}
+
+// isInfrastructure reports whether pkg is in one of the infrastructure trees.
+func isInfrastructure(pkg string) bool {
+	for _, tree := range infrastructure {
+		if pkg == tree || strings.HasPrefix(pkg, tree+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// listed is what `go list -json` says of one package: its import path and
+// every package its non-test files depend on, directly or not.
+type listed struct {
+	ImportPath string
+	Deps       []string
+}
+
+// productViolations returns, for each package of the module that is not
+// infrastructure, the infrastructure packages it depends on, as
+// "product <- infrastructure" lines, sorted.
+func productViolations(pkgs []listed) []string {
+	var out []string
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p.ImportPath, module) || isInfrastructure(p.ImportPath) {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if isInfrastructure(dep) {
+				out = append(out, p.ImportPath+" <- "+dep)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestProductImportsNoTestInfrastructure keeps what ships apart from what
+// tests it: no product package, and so neither product binary, depends on
+// internal/test, test/ or hack/ (test files are not counted: they do not
+// ship).
+func TestProductImportsNoTestInfrastructure(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	raw, err := cmd.Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("reading go list's output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	products := 0
+	for _, p := range pkgs {
+		if !isInfrastructure(p.ImportPath) {
+			products++
+		}
+	}
+	for _, binary := range []string{module + "/cmd/dbkeeper", module + "/cmd/dbkeeper-instance"} {
+		if !slices.ContainsFunc(pkgs, func(p listed) bool { return p.ImportPath == binary }) {
+			t.Fatalf("go list did not list %s: the check would look at nothing", binary)
+		}
+	}
+	t.Logf("%d product packages of %d checked", products, len(pkgs))
+	if bad := productViolations(pkgs); len(bad) > 0 {
+		t.Errorf("product packages depend on test infrastructure; move the code they need out of the test trees, or the package into them:\n%s",
+			strings.Join(bad, "\n"))
+	}
+}
+
+// TestProductViolations shows the check catches what it is for: a product
+// binary reaching test infrastructure through a product package, and a
+// product package importing a suite or a development command.
+func TestProductViolations(t *testing.T) {
+	pkgs := []listed{
+		{ImportPath: module + "/cmd/dbkeeper", Deps: []string{"fmt", module + "/internal/controller", module + "/internal/test/fixture"}},
+		{ImportPath: module + "/internal/controller", Deps: []string{module + "/internal/test/fixture"}},
+		{ImportPath: module + "/internal/desired", Deps: []string{module + "/test/e2e", module + "/hack/devcluster", module + "/internal/testing"}},
+		{ImportPath: module + "/internal/test/testenv", Deps: []string{module + "/internal/test/devcluster"}},
+		{ImportPath: module + "/hack/devcluster", Deps: []string{module + "/internal/test/devcluster"}},
+		{ImportPath: module + "/internal/rules", Deps: []string{module + "/api/v1alpha1"}},
+	}
+	got := productViolations(pkgs)
+	want := []string{
+		module + "/cmd/dbkeeper <- " + module + "/internal/test/fixture",
+		module + "/internal/controller <- " + module + "/internal/test/fixture",
+		module + "/internal/desired <- " + module + "/hack/devcluster",
+		module + "/internal/desired <- " + module + "/test/e2e",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("productViolations:\n got %q\nwant %q", got, want)
+	}
+}
