@@ -20,7 +20,7 @@ if [[ -n ${DBKEEPER_BACKUP_TOOLS:-} ]]; then
 	dirs+=("$DBKEEPER_BACKUP_TOOLS")
 fi
 left=""
-# The real node's leftovers (internal/test/devcluster/realnode_host.go).
+# The real node's leftovers (internal/test/devcluster/nodehost).
 if [[ -e /sys/class/net/dbkeeper0 ]]; then
 	left+="the real node's bridge dbkeeper0"$'\n'
 fi

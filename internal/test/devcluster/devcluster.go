@@ -325,7 +325,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 // Stop stops the real node, if any (its processes, then every container,
 // mount, cgroup, iptables rule, bridge and sysctl it made; see
-// hostState.cleanup), kwok, the scheduler, the controller manager, the API
+// nodehost.Host.Cleanup), kwok, the scheduler, the controller manager, the API
 // server and etcd, in that order: SIGTERM to each process group, SIGKILL
 // after 10s. It returns once every process has exited, and removes a
 // temporary RunDir unless Options.KeepRunDir. Calling Stop again does

@@ -43,10 +43,11 @@
 // that dbkeeper deployed with `make deploy` runs there as in a cluster. The
 // real node also gets an object store for backups, versitygw on the bridge's
 // address behind the Service ObjectStoreEndpoint names, with a bucket and
-// the Secrets a Database's spec.backup names (realnode_objectstore.go). Everything the
-// real node changes on the host (bridge, iptables chains, cgroups, sysctls,
-// mounts) is recorded in a state file before it is made and undone by Stop,
-// or by the next Start after the parent was killed; see realnode_host.go.
+// the Secrets a Database's spec.backup names (realnode_objectstore.go).
+// Everything the real node changes on the host (bridge, iptables chains,
+// cgroups, sysctls, mounts) is the sub-package nodehost's: recorded in a
+// state file before it is made, and undone by Stop, or by the next Start
+// after the parent was killed. This package only starts components.
 //
 // The kwok stage files under kwok/ are copies of sigs.k8s.io/kwok v0.8.0's
 // kustomize/stage files (Apache-2.0); kwok reads them from a --config file.

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 // certValidity is how long every certificate devcluster makes is valid. A run
@@ -100,9 +102,9 @@ func ensurePKI(dir string) (*pki, error) {
 		{&p.kubeProxy, "kube-proxy", clientTemplate("system:kube-proxy", "system:masters")},
 		{&p.coredns, "coredns", clientTemplate("coredns", "system:masters")},
 		{&p.provisioner, "local-path-provisioner", clientTemplate("local-path-provisioner", "system:masters")},
-		{&p.kubeletServing, "kubelet-serving", servingTemplate(RealNodeName, []string{RealNodeName}, []net.IP{net.ParseIP(nodeBridgeIP)})},
+		{&p.kubeletServing, "kubelet-serving", servingTemplate(RealNodeName, []string{RealNodeName}, []net.IP{net.ParseIP(nodehost.BridgeIP)})},
 		{&p.apiserverKubeletClient, "apiserver-kubelet-client", clientTemplate("kube-apiserver-kubelet-client", "system:masters")},
-		{&p.objectStore, "object-store", servingTemplate(ObjectStoreService, ObjectStoreDNSNames(), []net.IP{net.ParseIP(nodeBridgeIP)})},
+		{&p.objectStore, "object-store", servingTemplate(ObjectStoreService, ObjectStoreDNSNames(), []net.IP{net.ParseIP(nodehost.BridgeIP)})},
 	}
 	for _, l := range leaves {
 		if *l.dst, err = loadOrMake(dir, l.name, p.ca, l.tmpl); err != nil {

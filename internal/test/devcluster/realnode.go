@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
@@ -38,15 +39,9 @@ var NodeBinaries = []string{Containerd, ContainerdShim, Ctr, Kubelet, KubeProxy,
 // RealNodeName is the name of the real node in the cluster.
 const RealNodeName = "devcluster-node"
 
-// The real node's network. Pods get addresses from nodePodCIDR on the bridge
-// nodeBridge, whose own address nodeBridgeIP is the node's address (kubelet,
-// CoreDNS) and the pods' route to the Service range. Nothing else is routed:
-// see network.go.
+// The real node's cluster DNS. Its network (bridge, addresses, the pods'
+// range) is nodehost's.
 const (
-	nodeBridge    = "dbkeeper0"
-	nodePodCIDR   = "10.245.0.0/24"
-	nodeBridgeIP  = "10.245.0.1"
-	nodeBridgeLen = 24
 	clusterDNSIP  = "10.96.0.10"
 	clusterDomain = "cluster.local"
 )
@@ -80,7 +75,7 @@ type realNode struct {
 	// instanceImage is the instance agent's image among images, which the
 	// manager must be given (Cluster.InstanceImage).
 	instanceImage string
-	state         *hostState
+	host          *nodehost.Host
 	ports         nodePorts
 
 	containerd, kubelet, kubeProxy, coredns, provisioner *process.Process
@@ -122,7 +117,7 @@ func CheckNodeBinaries(dir string) error {
 			strings.Join(missing, ", "), dir, os.ErrNotExist))
 	}
 	missing = nil
-	for _, prog := range hostPrograms {
+	for _, prog := range nodehost.Programs {
 		if _, err := exec.LookPath(prog); err != nil {
 			missing = append(missing, prog)
 		}
@@ -136,9 +131,6 @@ func CheckNodeBinaries(dir string) error {
 	}
 	return errors.Join(errs...)
 }
-
-// hostPrograms are the programs from the host's packages the real node runs.
-var hostPrograms = []string{"runc", "iptables", "ip", "conntrack"}
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
 const cniBinDir = "/usr/lib/cni"
@@ -174,10 +166,7 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	}
 	// Undo what a killed devcluster left, then record what this one makes
 	// before making it.
-	if err := cleanupStaleHost(c.log); err != nil {
-		return err
-	}
-	if n.state, err = newHostState(n.dir); err != nil {
+	if n.host, err = nodehost.Claim(n.dir, c.log); err != nil {
 		return err
 	}
 	if n.ports, err = pickNodePorts(); err != nil {
@@ -189,10 +178,10 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	n.defineProcesses()
 
 	t := time.Now()
-	if err := n.state.setUpNetwork(); err != nil {
+	if err := n.host.SetUpNetwork(nodehost.Network{ServiceCIDR: serviceCIDR, FakePodCIDR: podCIDR}); err != nil {
 		return fmt.Errorf("devcluster: real node network: %w", err)
 	}
-	if err := n.state.makeCgroups(); err != nil {
+	if err := n.host.MakeCgroups(); err != nil {
 		return fmt.Errorf("devcluster: real node cgroups: %w", err)
 	}
 	c.logf("real node network and cgroups set up (%.1fs)", time.Since(t).Seconds())
@@ -201,7 +190,7 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	if err := n.containerd.Start(); err != nil {
 		return err
 	}
-	if err := n.state.adopt(n.containerd.PID()); err != nil {
+	if err := n.host.Adopt(n.containerd.PID()); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, n.containerd, n.containerdReady); err != nil {
@@ -215,7 +204,7 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 	c.logf("%d image(s) imported (%.1fs)", len(n.images), time.Since(t).Seconds())
 
 	t = time.Now()
-	if err := n.state.saveKernelTunables(); err != nil {
+	if err := n.host.SaveKernelTunables(); err != nil {
 		return err
 	}
 	if err := n.createClusterObjects(ctx); err != nil {
@@ -278,8 +267,8 @@ func (n *realNode) stop() error {
 			}
 		}
 	}
-	if n.state != nil {
-		errs = append(errs, n.state.cleanup(n.c.log, filepath.Join(n.binDir, KubeProxy)))
+	if n.host != nil {
+		errs = append(errs, n.host.Cleanup(n.c.log, filepath.Join(n.binDir, KubeProxy)))
 	}
 	return errors.Join(errs...)
 }
@@ -301,7 +290,7 @@ func (n *realNode) defineProcesses() {
 		"--root-dir="+n.path("kubelet"),
 		"--cert-dir="+n.path("kubelet-pki"),
 		"--hostname-override="+RealNodeName,
-		"--node-ip="+nodeBridgeIP,
+		"--node-ip="+nodehost.BridgeIP,
 		"--node-labels=devcluster.dbkeeper.io/real-node=true",
 	)
 	n.kubeProxy = newProcess(KubeProxy, "--config="+n.path("kube-proxy.yaml"))
@@ -358,7 +347,7 @@ func (n *realNode) nodeReady(ctx context.Context) error {
 func (n *realNode) dnsAnswers(ctx context.Context) error {
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, net.JoinHostPort(nodeBridgeIP, "53"))
+		return d.DialContext(ctx, network, net.JoinHostPort(nodehost.BridgeIP, "53"))
 	}}
 	addrs, err := r.LookupHost(ctx, "kubernetes.default.svc."+clusterDomain)
 	if err != nil {

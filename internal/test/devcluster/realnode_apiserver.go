@@ -13,6 +13,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 // The API server listens on 127.0.0.1 only, and its Service "kubernetes"
@@ -28,7 +30,7 @@ import (
 // the real node, needs no forwarding: it dials the Service's ClusterIP (its
 // default service resolver), kube-proxy's nat OUTPUT rules translate that to
 // the pod's address, and the host's route to the Service range through the
-// bridge (setUpNetwork), with the bridge's address as source, carries it
+// bridge (nodehost.Host.SetUpNetwork), with the bridge's address as source, carries it
 // there; the pod answers on the bridge.
 
 // apiServerSliceName is the EndpointSlice of the Service "kubernetes" that
@@ -50,7 +52,7 @@ type apiForwarder struct {
 // serveAPIToPods starts the forwarder and creates the Service's EndpointSlice.
 func (n *realNode) serveAPIToPods(ctx context.Context) error {
 	port := n.c.ports.apiserver
-	l, err := net.Listen("tcp", net.JoinHostPort(nodeBridgeIP, strconv.Itoa(port)))
+	l, err := net.Listen("tcp", net.JoinHostPort(nodehost.BridgeIP, strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("devcluster: forward the API server to the pods: %w", err)
 	}
@@ -72,7 +74,7 @@ func apiServerSlice(port int) *discoveryv1.EndpointSlice {
 			}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{nodeBridgeIP},
+			Addresses:  []string{nodehost.BridgeIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		}},
 		Ports: []discoveryv1.EndpointPort{

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 // writeConfigs writes the configuration of every node component under
@@ -122,9 +124,9 @@ const registryHosts = `server = "http://127.0.0.1:1"
   capabilities = ["pull", "resolve"]
 `
 
-// cniConfig is the pods' network: a veth per pod on the bridge nodeBridge
-// (which setUpNetwork makes, with nodeBridgeIP), an address from
-// nodePodCIDR, and one route, to the Service range through the bridge's
+// cniConfig is the pods' network: a veth per pod on the bridge nodehost.Bridge
+// (which nodehost.Host.SetUpNetwork makes, with nodehost.BridgeIP), an address from
+// nodehost.PodCIDR, and one route, to the Service range through the bridge's
 // address, where kube-proxy's rules translate it. The bridge is no gateway:
 // no default route, no masquerade.
 func (n *realNode) cniConfig() (string, error) {
@@ -133,15 +135,15 @@ func (n *realNode) cniConfig() (string, error) {
 		"name":       "dbkeeper",
 		"plugins": []any{map[string]any{
 			"type":             "bridge",
-			"bridge":           nodeBridge,
+			"bridge":           nodehost.Bridge,
 			"isGateway":        false,
 			"isDefaultGateway": false,
 			"ipMasq":           false,
 			"hairpinMode":      true,
 			"ipam": map[string]any{
 				"type":    "host-local",
-				"ranges":  []any{[]any{map[string]any{"subnet": nodePodCIDR, "gateway": nodeBridgeIP}}},
-				"routes":  []any{map[string]any{"dst": serviceCIDR, "gw": nodeBridgeIP}},
+				"ranges":  []any{[]any{map[string]any{"subnet": nodehost.PodCIDR, "gateway": nodehost.BridgeIP}}},
+				"routes":  []any{map[string]any{"dst": serviceCIDR, "gw": nodehost.BridgeIP}},
 				"dataDir": n.path("cni/ipam"),
 			},
 		}},
@@ -200,8 +202,8 @@ nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 10s
 maxPods: 110
-`, "/"+nodeCgroup, "unix://"+n.path("containerd/containerd.sock"),
-		nodeBridgeIP, n.ports.kubelet, n.ports.kubeletHealthz,
+`, "/"+nodehost.Cgroup, "unix://"+n.path("containerd/containerd.sock"),
+		nodehost.BridgeIP, n.ports.kubelet, n.ports.kubeletHealthz,
 		pki.path("kubelet-serving.crt"), pki.path("kubelet-serving.key"), pki.path("ca.crt"),
 		clusterDNSIP, clusterDomain, n.path("resolv.conf"), n.path("pod-logs"))
 }
@@ -233,8 +235,8 @@ conntrack:
   tcpCloseWaitTimeout: 0s
   udpTimeout: 0s
   udpStreamTimeout: 0s
-`, n.c.componentKubeconfig(KubeProxy), RealNodeName, nodePodCIDR,
-		n.ports.proxyHealthz, n.ports.proxyMetrics, fmt.Sprintf("%s/32", nodeBridgeIP))
+`, n.c.componentKubeconfig(KubeProxy), RealNodeName, nodehost.PodCIDR,
+		n.ports.proxyHealthz, n.ports.proxyMetrics, fmt.Sprintf("%s/32", nodehost.BridgeIP))
 }
 
 // corefile serves the cluster domain from the API server on the bridge's
@@ -252,7 +254,7 @@ func (n *realNode) corefile() string {
         ttl 5
     }
 }
-`, nodeBridgeIP, n.ports.corednsReady, clusterDomain, n.c.componentKubeconfig(CoreDNS))
+`, nodehost.BridgeIP, n.ports.corednsReady, clusterDomain, n.c.componentKubeconfig(CoreDNS))
 }
 
 // provisionerConfig puts every volume in <RunDir>/node/volumes.

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 // The local-path provisioner's objects, named as in its own deployment.
@@ -49,7 +51,7 @@ func (n *realNode) createClusterObjects(ctx context.Context) error {
 				}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{{
-				Addresses:  []string{nodeBridgeIP},
+				Addresses:  []string{nodehost.BridgeIP},
 				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 				NodeName:   ptr.To(RealNodeName),
 			}},

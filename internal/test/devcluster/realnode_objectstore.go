@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbkeeperv1alpha1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 )
 
@@ -147,7 +148,7 @@ func objectStoreObjects(port int) []client.Object {
 				}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{{
-				Addresses:  []string{nodeBridgeIP},
+				Addresses:  []string{nodehost.BridgeIP},
 				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 			}},
 			Ports: []discoveryv1.EndpointPort{
@@ -166,13 +167,13 @@ func (n *realNode) startObjectStore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("devcluster: object store: %w", err)
 	}
-	port, err := freePortOn(nodeBridgeIP)
+	port, err := freePortOn(nodehost.BridgeIP)
 	if err != nil {
 		return err
 	}
 	s, err := objectstore.New(objectstore.Config{
 		Binary:    filepath.Join(objectstore.BinDir(), objectstore.Binary),
-		Addr:      net.JoinHostPort(nodeBridgeIP, strconv.Itoa(port)),
+		Addr:      net.JoinHostPort(nodehost.BridgeIP, strconv.Itoa(port)),
 		AccessKey: objectStoreAccessKey, SecretKey: secret,
 		CertFile: c.pki.path("object-store.crt"), KeyFile: c.pki.path("object-store.key"),
 		DataDir: c.path("object-store"), Buckets: []string{ObjectStoreBucket},

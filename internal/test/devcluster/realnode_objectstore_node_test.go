@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dbkeeperv1alpha1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 )
 
@@ -115,10 +116,10 @@ func TestObjectStoreOnRealNode(t *testing.T) {
 	addr := c.ObjectStoreAddr()
 
 	t.Run("HTTPS verifies with devcluster's CA for the Service's names and the bridge's address", func(t *testing.T) {
-		if host, _, _ := net.SplitHostPort(addr); host != nodeBridgeIP {
-			t.Errorf("ObjectStoreAddr() = %s, want the bridge's address %s", addr, nodeBridgeIP)
+		if host, _, _ := net.SplitHostPort(addr); host != nodehost.BridgeIP {
+			t.Errorf("ObjectStoreAddr() = %s, want the bridge's address %s", addr, nodehost.BridgeIP)
 		}
-		for _, name := range append(ObjectStoreDNSNames(), nodeBridgeIP) {
+		for _, name := range append(ObjectStoreDNSNames(), nodehost.BridgeIP) {
 			conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: name, MinVersion: tls.VersionTLS12})
 			if err != nil {
 				t.Errorf("TLS as %s: %v", name, err)

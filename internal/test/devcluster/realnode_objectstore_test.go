@@ -13,6 +13,7 @@ import (
 
 	dbkeeperv1alpha1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 // TestObjectStoreNames: the endpoint pods use is the Service's name in the
@@ -46,8 +47,8 @@ func TestObjectStoreObjects(t *testing.T) {
 	if slice.Labels[discoveryv1.LabelServiceName] != svc.Name || slice.Namespace != svc.Namespace {
 		t.Errorf("EndpointSlice %s/%s labels %v do not name Service %s/%s", slice.Namespace, slice.Name, slice.Labels, svc.Namespace, svc.Name)
 	}
-	if len(slice.Endpoints) != 1 || !slices.Equal(slice.Endpoints[0].Addresses, []string{nodeBridgeIP}) {
-		t.Errorf("endpoints = %+v, want %s", slice.Endpoints, nodeBridgeIP)
+	if len(slice.Endpoints) != 1 || !slices.Equal(slice.Endpoints[0].Addresses, []string{nodehost.BridgeIP}) {
+		t.Errorf("endpoints = %+v, want %s", slice.Endpoints, nodehost.BridgeIP)
 	}
 	if p := slice.Ports[0]; *p.Port != 41234 || *p.Name != svc.Spec.Ports[0].Name {
 		t.Errorf("slice port = %d %q, want 41234 %q", *p.Port, *p.Name, svc.Spec.Ports[0].Name)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 )
 
 func TestReadImages(t *testing.T) {
@@ -108,44 +110,11 @@ func TestCNIConfigIsNoGateway(t *testing.T) {
 		t.Fatalf("plugins = %d, want only the bridge", len(conf.Plugins))
 	}
 	p := conf.Plugins[0]
-	if p.Type != "bridge" || p.Bridge != nodeBridge || p.IsGateway || p.IsDefaultGateway || p.IPMasq {
-		t.Errorf("bridge plugin = %+v, want bridge %s, no gateway, no masquerade", p, nodeBridge)
+	if p.Type != "bridge" || p.Bridge != nodehost.Bridge || p.IsGateway || p.IsDefaultGateway || p.IPMasq {
+		t.Errorf("bridge plugin = %+v, want bridge %s, no gateway, no masquerade", p, nodehost.Bridge)
 	}
-	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != serviceCIDR || p.IPAM.Routes[0].GW != nodeBridgeIP {
-		t.Errorf("routes = %+v, want only %s via %s", p.IPAM.Routes, serviceCIDR, nodeBridgeIP)
-	}
-}
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/tmp/a`:             "/tmp/a",
-		`/tmp/with\040space`: "/tmp/with space",
-		`/tmp/tab\011x`:      "/tmp/tab\tx",
-		`/tmp/trailing\04`:   `/tmp/trailing\04`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestProcessStart(t *testing.T) {
-	if processStart(os.Getpid()) == "" {
-		t.Error("processStart(self) is empty")
-	}
-	if got := processStart(1 << 30); got != "" {
-		t.Errorf("processStart(no such pid) = %q, want empty", got)
-	}
-}
-
-func TestSplitRule(t *testing.T) {
-	got := splitRule(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
-	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("splitRule = %q, want %q", got, want)
-	}
-	if got := splitRule(`-A X --comment "say \"hi\"" -j Y`); len(got) != 6 || got[3] != `say "hi"` {
-		t.Errorf("splitRule with escaped quotes = %q", got)
+	if len(p.IPAM.Routes) != 1 || p.IPAM.Routes[0].Dst != serviceCIDR || p.IPAM.Routes[0].GW != nodehost.BridgeIP {
+		t.Errorf("routes = %+v, want only %s via %s", p.IPAM.Routes, serviceCIDR, nodehost.BridgeIP)
 	}
 }
 

@@ -1,4 +1,4 @@
-package devcluster
+package nodehost
 
 import (
 	"encoding/json"
@@ -15,20 +15,21 @@ import (
 	"time"
 )
 
-// hostStateFile records what a real node made on the host, before it makes
+// StateFile records what a real node made on the host, before it makes
 // it, so that Stop, or the next Start after this process was killed, undoes
 // exactly that. Its place is fixed (not in the run directory) so that the
 // next Start finds it whatever run directory it uses: there is one real node
 // per machine at a time.
-var hostStateFile = "/run/dbkeeper-devcluster/state.json"
+var StateFile = "/run/dbkeeper-devcluster/state.json"
 
-// nodeCgroup is the cgroup, in every hierarchy, under which containerd, its
+// Cgroup is the cgroup, in every hierarchy, under which containerd, its
 // shims and every container run (the kubelet's cgroupRoot).
-const nodeCgroup = "dbkeeper-devcluster"
+const Cgroup = "dbkeeper-devcluster"
 
-// hostState is what a real node changed on the host. Each field is set, and
-// the file saved, before the change it records is made.
-type hostState struct {
+// Host is what a real node changed on the host. Each field is set, and
+// the file saved, before the change it records is made; its exported fields
+// are that file's content.
+type Host struct {
 	file string
 
 	// Owner is the pid of the devcluster process, and OwnerStart its start
@@ -49,7 +50,7 @@ type hostState struct {
 	// Sysctls are the original values of the sysctls changed (paths under
 	// /proc/sys), restored by cleanup.
 	Sysctls map[string]string `json:"sysctls,omitempty"`
-	// Cgroups is true once nodeCgroup may exist.
+	// Cgroups is true once Cgroup may exist.
 	Cgroups bool `json:"cgroups"`
 	// ContainerdRunDir is true when /run/containerd did not exist before:
 	// containerd's shims put their sockets there, whatever its config says.
@@ -70,9 +71,20 @@ type chainRef struct {
 	Chain  string `json:"chain"`
 }
 
-// newHostState records a new real node of this process in nodeDir.
-func newHostState(nodeDir string) (*hostState, error) {
-	s := &hostState{file: hostStateFile, Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()),
+// Claim undoes what a real node whose devcluster process is gone left on
+// the host (CleanupStale), then records a new real node of this process
+// whose files are under nodeDir. It fails while another devcluster runs a
+// real node.
+func Claim(nodeDir string, log io.Writer) (*Host, error) {
+	if err := CleanupStale(log); err != nil {
+		return nil, err
+	}
+	return claimState(nodeDir)
+}
+
+// claimState records a new real node of this process in nodeDir.
+func claimState(nodeDir string) (*Host, error) {
+	s := &Host{file: StateFile, Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()),
 		NodeDir: nodeDir, Sysctls: map[string]string{}}
 	if _, err := os.Stat("/run/containerd"); errors.Is(err, fs.ErrNotExist) {
 		s.ContainerdRunDir = true
@@ -84,7 +96,7 @@ func newHostState(nodeDir string) (*hostState, error) {
 }
 
 // save writes the state file atomically.
-func (s *hostState) save() error {
+func (s *Host) save() error {
 	if err := os.MkdirAll(filepath.Dir(s.file), 0o700); err != nil {
 		return fmt.Errorf("devcluster: real node state: %w", err)
 	}
@@ -119,29 +131,29 @@ func processStart(pid int) string {
 	return fields[19]
 }
 
-// cleanupStaleHost undoes what a real node whose devcluster process is gone
+// CleanupStale undoes what a real node whose devcluster process is gone
 // left on the host. It fails if that process still runs.
-func cleanupStaleHost(log io.Writer) error {
-	data, err := os.ReadFile(hostStateFile)
+func CleanupStale(log io.Writer) error {
+	data, err := os.ReadFile(StateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("devcluster: read %s: %w", hostStateFile, err)
+		return fmt.Errorf("devcluster: read %s: %w", StateFile, err)
 	}
-	s := &hostState{file: hostStateFile}
+	s := &Host{file: StateFile}
 	if err := json.Unmarshal(data, s); err != nil {
-		return fmt.Errorf("devcluster: %s: %w; remove it after checking that no real node runs", hostStateFile, err)
+		return fmt.Errorf("devcluster: %s: %w; remove it after checking that no real node runs", StateFile, err)
 	}
 	if s.Owner != 0 && s.Owner != os.Getpid() && processStart(s.Owner) == s.OwnerStart {
 		return fmt.Errorf("devcluster: another devcluster (pid %d, run directory %s) runs a real node; stop it first (one real node per machine)",
 			s.Owner, filepath.Dir(s.NodeDir))
 	}
 	fmt.Fprintf(log, "devcluster: cleaning up the real node of a devcluster that did not stop (pid %d, %s)\n", s.Owner, s.NodeDir)
-	return s.cleanup(log, "")
+	return s.Cleanup(log, "")
 }
 
-// setUpNetwork makes the bridge with its address (IPv6 off) and the DROP
+// SetUpNetwork makes the bridge with its address (IPv6 off) and the DROP
 // rules that keep the pods' traffic on it, and turns on IPv4 forwarding,
 // which Service traffic between pods needs (it is routed by the host after
 // kube-proxy's DNAT).
@@ -158,29 +170,29 @@ func cleanupStaleHost(log io.Writer) error {
 //     original destination), leaves only through the bridge (or loopback).
 //     This also stops the host's own connections to a Service whose
 //     endpoints are kwok's fake pods or an address outside.
-func (s *hostState) setUpNetwork() error {
+func (s *Host) SetUpNetwork(n Network) error {
 	s.Bridge = true
 	if err := s.save(); err != nil {
 		return err
 	}
 	cmds := [][]string{
-		{"ip", "link", "add", nodeBridge, "type", "bridge"},
+		{"ip", "link", "add", Bridge, "type", "bridge"},
 	}
 	if err := runAll(cmds); err != nil {
 		return err
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+nodeBridge+"/disable_ipv6", []byte("1"), 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+Bridge+"/disable_ipv6", []byte("1"), 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if err := runAll([][]string{
-		{"ip", "addr", "add", fmt.Sprintf("%s/%d", nodeBridgeIP, nodeBridgeLen), "dev", nodeBridge},
-		{"ip", "link", "set", nodeBridge, "up"},
+		{"ip", "addr", "add", fmt.Sprintf("%s/%d", BridgeIP, BridgePrefixLen), "dev", Bridge},
+		{"ip", "link", "set", Bridge, "up"},
 		// The host's own connections to a Service (the API server calling
 		// a webhook Service) leave through the bridge, from its address,
 		// whatever the host's default route: kube-proxy's nat OUTPUT rules
 		// translate them to a pod on the bridge, which answers there. The
 		// route goes with the bridge.
-		{"ip", "route", "add", serviceCIDR, "dev", nodeBridge, "src", nodeBridgeIP},
+		{"ip", "route", "add", n.ServiceCIDR, "dev", Bridge, "src", BridgeIP},
 	}); err != nil {
 		return err
 	}
@@ -204,15 +216,15 @@ func (s *hostState) setUpNetwork() error {
 	cmds = [][]string{
 		ipt("-t", "mangle", "-N", "DBKEEPER-FORWARD"),
 		ipt("-t", "mangle", "-N", "DBKEEPER-POSTROUTING"),
-		drop("DBKEEPER-FORWARD", "-i", nodeBridge, "!", "-o", nodeBridge, "-m", "comment", "--comment", "devcluster: pods reach nothing outside the bridge"),
-		drop("DBKEEPER-FORWARD", "!", "-i", nodeBridge, "-o", nodeBridge, "-m", "comment", "--comment", "devcluster: nothing outside reaches the pods"),
+		drop("DBKEEPER-FORWARD", "-i", Bridge, "!", "-o", Bridge, "-m", "comment", "--comment", "devcluster: pods reach nothing outside the bridge"),
+		drop("DBKEEPER-FORWARD", "!", "-i", Bridge, "-o", Bridge, "-m", "comment", "--comment", "devcluster: nothing outside reaches the pods"),
 		ipt("-t", "mangle", "-A", "DBKEEPER-POSTROUTING", "-o", "lo", "-j", "RETURN"),
-		ipt("-t", "mangle", "-A", "DBKEEPER-POSTROUTING", "-o", nodeBridge, "-j", "RETURN"),
-		drop("DBKEEPER-POSTROUTING", "-s", nodePodCIDR),
-		drop("DBKEEPER-POSTROUTING", "-d", nodePodCIDR),
-		drop("DBKEEPER-POSTROUTING", "-d", podCIDR),
-		drop("DBKEEPER-POSTROUTING", "-d", serviceCIDR),
-		drop("DBKEEPER-POSTROUTING", "-m", "conntrack", "--ctorigdst", serviceCIDR, "-m", "comment", "--comment", "devcluster: Service traffic stays on the bridge, whatever its endpoints"),
+		ipt("-t", "mangle", "-A", "DBKEEPER-POSTROUTING", "-o", Bridge, "-j", "RETURN"),
+		drop("DBKEEPER-POSTROUTING", "-s", PodCIDR),
+		drop("DBKEEPER-POSTROUTING", "-d", PodCIDR),
+		drop("DBKEEPER-POSTROUTING", "-d", n.FakePodCIDR),
+		drop("DBKEEPER-POSTROUTING", "-d", n.ServiceCIDR),
+		drop("DBKEEPER-POSTROUTING", "-m", "conntrack", "--ctorigdst", n.ServiceCIDR, "-m", "comment", "--comment", "devcluster: Service traffic stays on the bridge, whatever its endpoints"),
 		ipt("-t", "mangle", "-I", "FORWARD", "1", "-j", "DBKEEPER-FORWARD"),
 		ipt("-t", "mangle", "-I", "POSTROUTING", "1", "-j", "DBKEEPER-POSTROUTING"),
 	}
@@ -226,7 +238,7 @@ func (s *hostState) setUpNetwork() error {
 }
 
 // setSysctl records a sysctl's value, then sets it.
-func (s *hostState) setSysctl(name, value string) error {
+func (s *Host) setSysctl(name, value string) error {
 	path := "/proc/sys/" + name
 	old, err := os.ReadFile(path)
 	if err != nil {
@@ -245,12 +257,14 @@ func (s *hostState) setSysctl(name, value string) error {
 }
 
 // kubeletTunables are the sysctls the kubelet sets at start (its
-// setupKernelTunables); saveKernelTunables records them so cleanup restores
+// setupKernelTunables); SaveKernelTunables records them so cleanup restores
 // them.
 var kubeletTunables = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
 
-func (s *hostState) saveKernelTunables() error {
+// SaveKernelTunables records the sysctls the kubelet is about to change, so
+// that Cleanup restores them.
+func (s *Host) SaveKernelTunables() error {
 	for _, name := range kubeletTunables {
 		if _, recorded := s.Sysctls[name]; recorded {
 			continue
@@ -260,6 +274,12 @@ func (s *hostState) saveKernelTunables() error {
 		}
 	}
 	return s.save()
+}
+
+// isExecutable reports whether path is an executable file.
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // cgroupHierarchies returns the mount points of the host's cgroup
@@ -277,9 +297,9 @@ func cgroupHierarchies() ([]string, error) {
 	return dirs, nil
 }
 
-// makeCgroups makes nodeCgroup and nodeCgroup/runtime (containerd and its
+// MakeCgroups makes Cgroup and Cgroup/runtime (containerd and its
 // shims) in every hierarchy; cpuset's need their parent's cpus and mems.
-func (s *hostState) makeCgroups() error {
+func (s *Host) MakeCgroups() error {
 	s.Cgroups = true
 	if err := s.save(); err != nil {
 		return err
@@ -289,7 +309,7 @@ func (s *hostState) makeCgroups() error {
 		return err
 	}
 	for _, h := range hs {
-		for _, rel := range []string{nodeCgroup, nodeCgroup + "/runtime"} {
+		for _, rel := range []string{Cgroup, Cgroup + "/runtime"} {
 			dir := filepath.Join(h, rel)
 			if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
@@ -308,15 +328,15 @@ func (s *hostState) makeCgroups() error {
 	return nil
 }
 
-// adopt moves process pid (containerd) into nodeCgroup/runtime in every
+// Adopt moves process pid (containerd) into Cgroup/runtime in every
 // hierarchy, so that the shims it starts are found there by cleanup.
-func (s *hostState) adopt(pid int) error {
+func (s *Host) Adopt(pid int) error {
 	hs, err := cgroupHierarchies()
 	if err != nil {
 		return err
 	}
 	for _, h := range hs {
-		f := filepath.Join(h, nodeCgroup, "runtime", "cgroup.procs")
+		f := filepath.Join(h, Cgroup, "runtime", "cgroup.procs")
 		if err := os.WriteFile(f, []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("devcluster: move containerd into %s: %w", f, err)
 		}
@@ -324,7 +344,7 @@ func (s *hostState) adopt(pid int) error {
 	return nil
 }
 
-// cleanup undoes everything the state records, in an order that works after
+// Cleanup undoes everything the state records, in an order that works after
 // a kill at any point: it kills every process left in the node's cgroups
 // (shims, containers), unmounts everything under NodeDir, removes the
 // cgroups, kube-proxy's and the kubelet's iptables chains, our chains, the
@@ -333,16 +353,16 @@ func (s *hostState) adopt(pid int) error {
 // socket directory if it was not there before, and last the state file. It
 // returns every error, and keeps the state file if any, so that the next
 // start tries again.
-func (s *hostState) cleanup(log io.Writer, kubeProxy string) error {
+func (s *Host) Cleanup(log io.Writer, kubeProxy string) error {
 	var errs []error
 	if s.Cgroups {
-		errs = append(errs, killCgroup(nodeCgroup))
+		errs = append(errs, killCgroup(Cgroup))
 	}
 	if s.NodeDir != "" {
 		errs = append(errs, unmountUnder(s.NodeDir))
 	}
 	if s.Cgroups {
-		errs = append(errs, removeCgroup(nodeCgroup))
+		errs = append(errs, removeCgroup(Cgroup))
 	}
 	if len(s.Chains) > 0 {
 		if kubeProxy != "" && isExecutable(kubeProxy) {
@@ -683,17 +703,17 @@ func removeChain(c chainRef) error {
 // removeBridge deletes every interface on the bridge (veths whose pod
 // namespace outlived its processes), then the bridge.
 func removeBridge() error {
-	if _, err := os.Stat("/sys/class/net/" + nodeBridge); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat("/sys/class/net/" + Bridge); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	ports, _ := os.ReadDir("/sys/class/net/" + nodeBridge + "/brif")
+	ports, _ := os.ReadDir("/sys/class/net/" + Bridge + "/brif")
 	var errs []error
 	for _, p := range ports {
 		if err := run("ip", "link", "del", p.Name()); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, run("ip", "link", "del", nodeBridge))
+	errs = append(errs, run("ip", "link", "del", Bridge))
 	return errors.Join(errs...)
 }
 

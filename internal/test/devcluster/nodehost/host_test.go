@@ -1,4 +1,4 @@
-package devcluster
+package nodehost
 
 import (
 	"io"
@@ -21,13 +21,13 @@ func TestHostStateCleanup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	for _, prog := range hostPrograms {
+	for _, prog := range Programs {
 		if _, err := exec.LookPath(prog); err != nil {
 			t.Skipf("%s is not installed: apt-get install -y runc containernetworking-plugins iptables conntrack", prog)
 		}
 	}
-	if _, err := os.Stat(hostStateFile); err == nil {
-		t.Skipf("%s exists: a real node runs on this machine", hostStateFile)
+	if _, err := os.Stat(StateFile); err == nil {
+		t.Skipf("%s exists: a real node runs on this machine", StateFile)
 	}
 	forwardBefore, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 
@@ -35,27 +35,28 @@ func TestHostStateCleanup(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(nodeDir, "mnt"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newHostState(nodeDir)
+	s, err := claimState(nodeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := false
 	t.Cleanup(func() {
 		if !done {
-			_ = s.cleanup(io.Discard, "")
+			_ = s.Cleanup(io.Discard, "")
 		}
 	})
-	if err := s.setUpNetwork(); err != nil {
+	network := Network{ServiceCIDR: "10.96.0.0/16", FakePodCIDR: "10.244.0.0/16"}
+	if err := s.SetUpNetwork(network); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.makeCgroups(); err != nil {
+	if err := s.MakeCgroups(); err != nil {
 		t.Fatal(err)
 	}
 	sleeper := exec.Command("sleep", "300")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.adopt(sleeper.Process.Pid); err != nil {
+	if err := s.Adopt(sleeper.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = sleeper.Wait() }()
@@ -69,16 +70,17 @@ func TestHostStateCleanup(t *testing.T) {
 	}
 	for _, want := range []string{
 		"-A FORWARD -j DBKEEPER-FORWARD",
-		"-A DBKEEPER-FORWARD -i " + nodeBridge + " ! -o " + nodeBridge,
-		"-A DBKEEPER-POSTROUTING -s " + nodePodCIDR + " -j DROP",
-		"-A DBKEEPER-POSTROUTING -d " + serviceCIDR + " -j DROP",
-		"-A DBKEEPER-POSTROUTING -m conntrack --ctorigdst " + serviceCIDR,
+		"-A DBKEEPER-FORWARD -i " + Bridge + " ! -o " + Bridge,
+		"-A DBKEEPER-POSTROUTING -s " + PodCIDR + " -j DROP",
+		"-A DBKEEPER-POSTROUTING -d " + network.FakePodCIDR + " -j DROP",
+		"-A DBKEEPER-POSTROUTING -d " + network.ServiceCIDR + " -j DROP",
+		"-A DBKEEPER-POSTROUTING -m conntrack --ctorigdst " + network.ServiceCIDR,
 	} {
 		if !strings.Contains(rules, want) {
 			t.Errorf("mangle rules lack %q:\n%s", want, rules)
 		}
 	}
-	if _, err := os.Stat("/sys/class/net/" + nodeBridge); err != nil {
+	if _, err := os.Stat("/sys/class/net/" + Bridge); err != nil {
 		t.Errorf("bridge: %v", err)
 	}
 
@@ -88,18 +90,18 @@ func TestHostStateCleanup(t *testing.T) {
 	if err := s.save(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cleanupStaleHost(io.Discard); err != nil {
+	if err := CleanupStale(io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	done = true
 
-	if _, err := os.Stat("/sys/class/net/" + nodeBridge); err == nil {
+	if _, err := os.Stat("/sys/class/net/" + Bridge); err == nil {
 		t.Error("the bridge is left")
 	}
 	if rules, _ := output("iptables", "-t", "mangle", "-S"); strings.Contains(rules, "DBKEEPER") {
 		t.Errorf("DBKEEPER chains are left:\n%s", rules)
 	}
-	if matches, _ := filepath.Glob("/sys/fs/cgroup/*/" + nodeCgroup); len(matches) > 0 {
+	if matches, _ := filepath.Glob("/sys/fs/cgroup/*/" + Cgroup); len(matches) > 0 {
 		t.Errorf("cgroups are left: %v", matches)
 	}
 	if err := syscall.Kill(sleeper.Process.Pid, 0); err == nil {
@@ -113,7 +115,40 @@ func TestHostStateCleanup(t *testing.T) {
 	if forwardAfter, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); string(forwardAfter) != string(forwardBefore) {
 		t.Errorf("ip_forward = %q after cleanup, was %q", forwardAfter, forwardBefore)
 	}
-	if _, err := os.Stat(hostStateFile); err == nil {
+	if _, err := os.Stat(StateFile); err == nil {
 		t.Error("the state file is left")
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/tmp/a`:             "/tmp/a",
+		`/tmp/with\040space`: "/tmp/with space",
+		`/tmp/tab\011x`:      "/tmp/tab\tx",
+		`/tmp/trailing\04`:   `/tmp/trailing\04`,
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestProcessStart(t *testing.T) {
+	if processStart(os.Getpid()) == "" {
+		t.Error("processStart(self) is empty")
+	}
+	if got := processStart(1 << 30); got != "" {
+		t.Errorf("processStart(no such pid) = %q, want empty", got)
+	}
+}
+
+func TestSplitRule(t *testing.T) {
+	got := splitRule(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
+	want := []string{"-A", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("splitRule = %q, want %q", got, want)
+	}
+	if got := splitRule(`-A X --comment "say \"hi\"" -j Y`); len(got) != 6 || got[3] != `say "hi"` {
+		t.Errorf("splitRule with escaped quotes = %q", got)
 	}
 }
