@@ -20,8 +20,8 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	agent "github.com/dbkeeper/dbkeeper/internal/instance"
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 

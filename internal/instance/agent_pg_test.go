@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
 // pgBin is where Debian's postgresql-15 puts the server and its tools.

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
 // verified is the connection state of a TLS client whose certificate kp

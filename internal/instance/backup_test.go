@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
 // fakeSidecar is the backup sidecar: a backup waits for release.

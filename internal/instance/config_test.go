@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
 // setAgentEnv sets the environment a pod gives the agent, with its secrets

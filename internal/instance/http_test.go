@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbkeeper/dbkeeper/internal/instance/agenttest"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
 // TestHTTP checks the client certificate, the Spec's validation and the
