@@ -38,7 +38,9 @@ type listed struct {
 
 // productViolations returns, for each package of the module that is not
 // infrastructure, the infrastructure packages it depends on, as
-// "product <- infrastructure" lines, sorted.
+// "product <- infrastructure" lines, sorted. The standard library's testing
+// counts as infrastructure: a product package whose non-test files need it
+// is a test helper that belongs under internal/test.
 func productViolations(pkgs []listed) []string {
 	var out []string
 	for _, p := range pkgs {
@@ -46,7 +48,7 @@ func productViolations(pkgs []listed) []string {
 			continue
 		}
 		for _, dep := range p.Deps {
-			if isInfrastructure(dep) {
+			if isInfrastructure(dep) || dep == "testing" {
 				out = append(out, p.ImportPath+" <- "+dep)
 			}
 		}
@@ -57,8 +59,8 @@ func productViolations(pkgs []listed) []string {
 
 // TestProductImportsNoTestInfrastructure keeps what ships apart from what
 // tests it: no product package, and so neither product binary, depends on
-// internal/test, test/ or hack/ (test files are not counted: they do not
-// ship).
+// internal/test, test/ or hack/, nor on the standard library's testing
+// (test files are not counted: they do not ship).
 func TestProductImportsNoTestInfrastructure(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
@@ -101,8 +103,10 @@ func TestProductImportsNoTestInfrastructure(t *testing.T) {
 }
 
 // TestProductViolations shows the check catches what it is for: a product
-// binary reaching test infrastructure through a product package, and a
-// product package importing a suite or a development command.
+// binary reaching test infrastructure through a product package, a product
+// package importing a suite or a development command, and a test helper
+// kept in a product tree; and that it leaves infrastructure's own imports
+// and the rest of the standard library alone.
 func TestProductViolations(t *testing.T) {
 	pkgs := []listed{
 		{ImportPath: module + "/cmd/dbkeeper", Deps: []string{"fmt", module + "/internal/controller", module + "/internal/test/fixture"}},
@@ -110,7 +114,8 @@ func TestProductViolations(t *testing.T) {
 		{ImportPath: module + "/internal/desired", Deps: []string{module + "/test/e2e", module + "/hack/devcluster", module + "/internal/testing"}},
 		{ImportPath: module + "/internal/test/testenv", Deps: []string{module + "/internal/test/devcluster"}},
 		{ImportPath: module + "/hack/devcluster", Deps: []string{module + "/internal/test/devcluster"}},
-		{ImportPath: module + "/internal/rules", Deps: []string{module + "/api/v1alpha1"}},
+		{ImportPath: module + "/internal/rules", Deps: []string{module + "/api/v1alpha1", "testing/fstest"}},
+		{ImportPath: module + "/internal/instance/agenttest", Deps: []string{"crypto/tls", "testing"}},
 	}
 	got := productViolations(pkgs)
 	want := []string{
@@ -118,6 +123,7 @@ func TestProductViolations(t *testing.T) {
 		module + "/internal/controller <- " + module + "/internal/test/fixture",
 		module + "/internal/desired <- " + module + "/hack/devcluster",
 		module + "/internal/desired <- " + module + "/test/e2e",
+		module + "/internal/instance/agenttest <- testing",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("productViolations:\n got %q\nwant %q", got, want)
