@@ -15,7 +15,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
 
@@ -80,15 +80,7 @@ func newEnv(t *testing.T) *env {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root, the servers run as the postgres user, which is missing: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		e.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
+	e.cred = pgtest.ServerCredential(t)
 	t.Cleanup(e.stopAll)
 
 	e.bin = filepath.Join(base, "dbkeeper-instance")

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 )
 
 // pgBin is where the PostgreSQL 15 server the agent's tests run is
@@ -32,26 +33,14 @@ func TestPostgresReadsSizesAsParsePostgresSize(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pgBin, "postgres")); err != nil {
 		t.Skipf("PostgreSQL 15 is not installed (%s is missing): run `make host-packages`", pgBin)
 	}
-	// PostgreSQL refuses to run as root: run it as the postgres user then.
-	var cred *syscall.Credential
 	// Not t.TempDir(): its parent is the test user's alone.
 	dir, err := os.MkdirTemp("", "dbkeeper-walkeep-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Skipf("running as root and there is no postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// PostgreSQL refuses to run as root: run it as the postgres user then.
+	cred := pgtest.ServerCredential(t, dir)
 	run := func(name string, args ...string) (string, error) {
 		cmd := exec.Command(filepath.Join(pgBin, name), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

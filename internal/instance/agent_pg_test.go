@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 )
 
 // pgBin is where Debian's postgresql-15 puts the server and its tools.
@@ -95,20 +95,7 @@ func newCluster(t *testing.T) *cluster {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// PostgreSQL refuses to run as root: as root, run the agents as the
-	// postgres user (Debian's package makes it) or nobody.
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			u, err = user.Lookup("nobody")
-		}
-		if err != nil {
-			t.Fatalf("no postgres or nobody user to run the servers as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
+	c.cred = pgtest.ServerCredential(t)
 
 	// The agent, built static as in its image, and the image's entrypoint.
 	c.bin = filepath.Join(base, "dbkeeper-instance")

@@ -6,15 +6,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 )
 
 // rolesPGBin is where Debian's postgresql-15 puts the server.
@@ -43,19 +43,7 @@ func startServer(t *testing.T, bootstrap, database string) *pgServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("no postgres user to run the server as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cred := pgtest.ServerCredential(t, dir)
 	run := func(name string, args ...string) {
 		cmd := exec.Command(filepath.Join(rolesPGBin, name), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

@@ -21,6 +21,7 @@
 //   - testenv: the real etcd and kube-apiserver for envtest suites.
 //   - e2eharness: what the end-to-end, fault and real-node suites share.
 //   - fixture: Databases as a user writes them and as admission stores them.
+//   - pgtest: what the tests running real PostgreSQL servers share.
 //   - agenttest: the certificates the instance agent's tests serve and call
 //     it with, made as the operator makes them.
 //   - leakscan: finds generated secrets in logs and Events.
