@@ -382,11 +382,9 @@ func (a *Agent) serverMessage() string {
 
 // rewind runs pg_rewind against upstream on the stopped PGDATA and returns
 // what it printed (it reports its progress, and "no rewind required", on
-// its standard error).
+// its standard error). Its caller, rejoin, has written the password file,
+// to ask the upstream for a checkpoint first.
 func (a *Agent) rewind(ctx context.Context, upstream string) (string, error) {
-	if err := a.writePassfile(); err != nil {
-		return "", err
-	}
 	src := a.conninfo(upstream, a.cfg.User, "dbname=postgres")
 	a.removeStalePIDFile()
 	return a.procs.combinedOutput(ctx, a.toolEnv(), "pg_rewind", "--target-pgdata="+a.cfg.PGData, "--source-server="+src)
