@@ -474,7 +474,7 @@ func args(db *dbv1.Database, walKeepVolume *resource.Quantity) []string {
 // replicationFlags are the replication settings the operator owns on every
 // postgres server (docs/replication.md §2): wal_log_hints for pg_rewind, and
 // a standby reply every second, which the primary lease's exemption counts
-// on (§9.3). The others it needs are PostgreSQL's defaults: wal_level
+// on (§12). The others it needs are PostgreSQL's defaults: wal_level
 // replica, hot_standby on, max_wal_senders and max_replication_slots 10,
 // full_page_writes on, recovery_target_timeline latest. The standby
 // settings (primary_conninfo, primary_slot_name) and the replication line

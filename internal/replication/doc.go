@@ -10,8 +10,8 @@
 // controller observes the pods and their instance agents, passes what it
 // saw as a Cluster together with the current time, and carries out the
 // decision; every function returns a reason sentence for Events and
-// condition messages. docs/replication.md describes the design these
-// decisions belong to.
+// condition messages. docs/replication.md describes the replication these
+// decisions belong to, as built.
 //
 // Write-ahead log locations are LSN values, parsed from and printed in
 // PostgreSQL's own "16/B374D848" form.
