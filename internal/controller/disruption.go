@@ -10,6 +10,7 @@ import (
 	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -26,12 +27,12 @@ func (r *DatabaseReconciler) reconcileDisruptionBudget(ctx context.Context, s *s
 		return childObservation{err: r.deleteControlled(ctx, s, key, live, "the Database has one pod")}
 	}
 	want := desired.PodDisruptionBudget(s.spec)
-	c := child{
-		key: key, live: live, want: want,
-		owned: func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(live, desired.FieldManager) },
+	c := apply.Child{
+		Key: key, Live: live, Want: want,
+		Owned: func() (any, error) { return policyv1ac.ExtractPodDisruptionBudget(live, desired.FieldManager) },
 	}
 	res, err := r.findOrCreate(ctx, s, c)
-	if err == nil && res.found {
+	if err == nil && res.Found {
 		res, err = r.update(ctx, s, c)
 	}
 	return childObservation{err: err, blocked: res.blocked}
@@ -57,7 +58,7 @@ func (r *DatabaseReconciler) deleteControlled(ctx context.Context, s *scope, key
 	case err != nil:
 		return fmt.Errorf("deleting %s %s: %w", kind.Kind, key.Name, err)
 	}
-	childWrites.WithLabelValues(kind.Kind, "delete").Inc()
+	apply.CountWrite(kind.Kind, "delete")
 	s.wrote("Deleted", kind, key.Name, fmt.Sprintf("deleted %s %s: %s", kind.Kind, key.Name, why))
 	return nil
 }

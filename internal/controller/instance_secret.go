@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
@@ -61,9 +62,9 @@ func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *sco
 		return childObservation{err: err}
 	}
 	want := desired.InstanceSecret(s.spec, values)
-	c := child{key: key, live: live, want: want, owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
+	c := apply.Child{Key: key, Live: live, Want: want, Owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
-	if err == nil && res.wrote && len(renewed) > 0 {
+	if err == nil && res.Wrote && len(renewed) > 0 {
 		s.wrote("Updated", r.kindOf(live), key.Name, "issued again in Secret "+key.Name+": "+strings.Join(renewed, "; "))
 	}
 	return childObservation{err: err, blocked: res.blocked}

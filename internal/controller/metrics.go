@@ -6,20 +6,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
-
-// childWrites counts the writes to children by kind and operation.
-var childWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Name: "dbkeeper_child_writes_total",
-	Help: "Writes of Database children by kind (Secret, Service, StatefulSet, PersistentVolumeClaim) and operation (create, update).",
-}, []string{"kind", "operation"})
-
-func init() {
-	metrics.Registry.MustRegister(childWrites)
-}
 
 var databasesDesc = prometheus.NewDesc("dbkeeper_databases",
 	"Databases by status.phase; an empty phase is reported as Pending.", []string{"phase"}, nil)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -87,7 +88,7 @@ func (r *DatabaseReconciler) migrateCredentials(ctx context.Context, s *scope) e
 		return fmt.Errorf("removing %v from Secret %s: %w", present, live.Name, err)
 	}
 	kind := r.kindOf(live)
-	childWrites.WithLabelValues(kind.Kind, "update").Inc()
+	apply.CountWrite(kind.Kind, "update")
 	s.wrote("Updated", kind, live.Name, fmt.Sprintf("removed %v from Secret %s: every pod runs revision %s, whose agents take their credentials from Secret %s",
 		present, live.Name, sts.Status.UpdateRevision, desired.InstanceSecretName(s.db)))
 	s.credentials = patched

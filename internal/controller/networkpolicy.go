@@ -7,6 +7,7 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -20,12 +21,12 @@ func (r *DatabaseReconciler) reconcileNetworkPolicy(ctx context.Context, s *scop
 		return childObservation{err: r.deleteControlled(ctx, s, key, live, "spec.networkPolicy is None")}
 	}
 	want := desired.NetworkPolicy(s.spec, s.build.Operator)
-	c := child{
-		key: key, live: live, want: want,
-		owned: func() (any, error) { return networkingv1ac.ExtractNetworkPolicy(live, desired.FieldManager) },
+	c := apply.Child{
+		Key: key, Live: live, Want: want,
+		Owned: func() (any, error) { return networkingv1ac.ExtractNetworkPolicy(live, desired.FieldManager) },
 	}
 	res, err := r.findOrCreate(ctx, s, c)
-	if err == nil && res.found {
+	if err == nil && res.Found {
 		res, err = r.update(ctx, s, c)
 	}
 	return childObservation{err: err, blocked: res.blocked}

@@ -48,7 +48,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, db); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.status.forget(req.NamespacedName)
-			r.verified.forget(req.NamespacedName)
+			r.applier().Forget(req.NamespacedName)
 			r.notices.forget(req.NamespacedName)
 			r.versions.forget(req.NamespacedName)
 			r.agentCreds.forget(req.NamespacedName)

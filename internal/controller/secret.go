@@ -14,6 +14,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -56,9 +57,9 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 		return childObservation{err: err}
 	}
 	want := desired.Secret(s.spec, creds)
-	c := child{key: key, live: live, want: want, owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
+	c := apply.Child{Key: key, Live: live, Want: want, Owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
-	s.credentialsWrote = res.wrote
+	s.credentialsWrote = res.Wrote
 	return childObservation{err: err, blocked: res.blocked}
 }
 
@@ -87,8 +88,8 @@ func (r *DatabaseReconciler) createSecretObject(ctx context.Context, s *scope, k
 		return false, fmt.Errorf("creating Secret %s: %w", key.Name, err)
 	}
 	kind := r.kindOf(secret)
-	r.created.add(kind, key)
-	childWrites.WithLabelValues(kind.Kind, "create").Inc()
+	r.applier().Created(kind, key)
+	apply.CountWrite(kind.Kind, "create")
 	s.wrote("Created", kind, key.Name, "created Secret "+key.Name)
 	return true, nil
 }

@@ -9,6 +9,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -19,15 +20,15 @@ func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) ch
 	var obs childObservation
 	for _, want := range desired.Services(s.spec) {
 		live := &corev1.Service{}
-		c := child{
-			key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live, want: want,
-			owned: func() (any, error) { return corev1ac.ExtractService(live, desired.FieldManager) },
+		c := apply.Child{
+			Key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, Live: live, Want: want,
+			Owned: func() (any, error) { return corev1ac.ExtractService(live, desired.FieldManager) },
 		}
 		res, err := r.findOrCreate(ctx, s, c)
-		if err == nil && res.found && r.controlledByOther(s.db, live) == nil {
+		if err == nil && res.Found && r.controlledByOther(s.db, live) == nil {
 			err = r.resolvePortConflicts(ctx, s, live, want)
 		}
-		if err == nil && res.found {
+		if err == nil && res.Found {
 			res, err = r.update(ctx, s, c)
 		}
 		if err != nil {
@@ -57,7 +58,7 @@ func (r *DatabaseReconciler) resolvePortConflicts(ctx context.Context, s *scope,
 	if err := r.Client.Patch(ctx, live, patch, client.FieldOwner(desired.FieldManager)); err != nil {
 		return fmt.Errorf("replacing the conflicting ports of Service %s: %w", live.Name, err)
 	}
-	childWrites.WithLabelValues(r.kindOf(live).Kind, "update").Inc()
+	apply.CountWrite(r.kindOf(live).Kind, "update")
 	gone := make([]string, 0, len(removed))
 	for _, p := range removed {
 		gone = append(gone, fmt.Sprintf("%s %d/%s", p.Name, p.Port, p.Protocol))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
@@ -70,11 +72,9 @@ type DatabaseReconciler struct {
 	notices replicationNotices
 	// versions asks single servers' agents which version they run.
 	versions versionProbes
-	// created are the children created and not yet seen in the cache.
-	created createdChildren
-	// verified are the resourceVersions at which children were last found
-	// to hold what dbkeeper wants.
-	verified verifiedChildren
+	// children applies the children (see applier).
+	children     *apply.Applier
+	childrenOnce sync.Once
 	// status writes the status and remembers the writes the cache has not
 	// shown yet.
 	status statusWriter

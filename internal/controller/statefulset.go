@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
@@ -33,19 +34,19 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 		return obs
 	}
 	live := &appsv1.StatefulSet{}
-	c := child{
-		key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, live: live, want: want,
-		owned: func() (any, error) { return appsv1ac.ExtractStatefulSet(live, desired.FieldManager) },
+	c := apply.Child{
+		Key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, Live: live, Want: want,
+		Owned: func() (any, error) { return appsv1ac.ExtractStatefulSet(live, desired.FieldManager) },
 	}
 	res, err := r.findOrCreate(ctx, s, c)
-	if err == nil && res.found {
+	if err == nil && res.Found {
 		// volumeClaimTemplates are immutable: a larger size is applied
 		// to the claims themselves.
 		keepClaimTemplateSize(want, live)
 		res, err = r.update(ctx, s, c)
 	}
-	obs.wrote, obs.created, obs.err = res.wrote, res.wrote && !res.found, err
-	if res.found && res.blocked == nil {
+	obs.wrote, obs.created, obs.err = res.Wrote, res.Wrote && !res.Found, err
+	if res.Found && res.blocked == nil {
 		obs.live = live
 	}
 	var resizeFailed *problem
@@ -151,7 +152,7 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope, sts *ap
 			return unbound, nil, fmt.Errorf("growing PersistentVolumeClaim %s: %w", key.Name, err)
 		}
 		kind := r.kindOf(pvc)
-		childWrites.WithLabelValues(kind.Kind, "update").Inc()
+		apply.CountWrite(kind.Kind, "update")
 		s.wrote("Resized", kind, key.Name, fmt.Sprintf("growing PersistentVolumeClaim %s from %s to %s", key.Name, current.String(), size.String()))
 	}
 	return unbound, nil, nil

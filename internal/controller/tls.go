@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
@@ -148,7 +149,7 @@ func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scop
 			if err := r.Client.Delete(ctx, cert); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting Certificate %s: %w", name, err)
 			}
-			childWrites.WithLabelValues(desired.CertificateGVK.Kind, "delete").Inc()
+			apply.CountWrite(desired.CertificateGVK.Kind, "delete")
 			s.wrote("Deleted", desired.CertificateGVK, name, fmt.Sprintf("deleted Certificate %s: spec.tls names no issuer", name))
 		}
 	}
@@ -222,7 +223,7 @@ func (r *DatabaseReconciler) applySecret(ctx context.Context, s *scope, key clie
 			return fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
 		}
 	}
-	c := child{key: key, live: live, want: want, owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
+	c := apply.Child{Key: key, Live: live, Want: want, Owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
 	if err == nil && res.blocked != nil {
 		err = errors.New(res.blocked.message)
@@ -264,7 +265,7 @@ func (r *DatabaseReconciler) reconcileCertificate(ctx context.Context, s *scope)
 		if !found {
 			reason, operation, note = "Created", "create", "created Certificate "+key.Name
 		}
-		childWrites.WithLabelValues(desired.CertificateGVK.Kind, operation).Inc()
+		apply.CountWrite(desired.CertificateGVK.Kind, operation)
 		s.wrote(reason, desired.CertificateGVK, key.Name, note)
 	}
 
