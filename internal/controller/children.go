@@ -80,17 +80,3 @@ func (r *DatabaseReconciler) controlledByOther(db *dbv1.Database, live client.Ob
 	return &problem{dbv1.ReasonControlledByOther, fmt.Sprintf("%s %s already exists and is controlled by %s %s; delete it or rename the Database",
 		r.kindOf(live).Kind, live.GetName(), ref.Kind, ref.Name)}
 }
-
-// find, getCached and getLive read a child: see apply.Applier.Find,
-// GetCached and GetLive.
-func (r *DatabaseReconciler) find(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
-	return r.applier().Find(ctx, key, obj)
-}
-
-func (r *DatabaseReconciler) getCached(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
-	return r.applier().GetCached(ctx, key, obj)
-}
-
-func (r *DatabaseReconciler) getLive(ctx context.Context, key client.ObjectKey, obj client.Object) (bool, error) {
-	return r.applier().GetLive(ctx, key, obj)
-}

@@ -42,7 +42,7 @@ func (r *DatabaseReconciler) reconcileDisruptionBudget(ctx context.Context, s *s
 // controls it, saying why in the Event; one that another object controls,
 // or nobody, is left alone.
 func (r *DatabaseReconciler) deleteControlled(ctx context.Context, s *scope, key client.ObjectKey, live client.Object, why string) error {
-	found, err := r.getCached(ctx, key, live)
+	found, err := r.applier().GetCached(ctx, key, live)
 	if err != nil || !found {
 		return err
 	}

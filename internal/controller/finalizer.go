@@ -68,7 +68,7 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 	// The StatefulSet first, so that no claim is created any more.
 	sts := &appsv1.StatefulSet{}
 	key := client.ObjectKey{Namespace: db.Namespace, Name: desired.StatefulSetName(db)}
-	found, err := r.getCached(ctx, key, sts)
+	found, err := r.applier().GetCached(ctx, key, sts)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -37,7 +37,7 @@ const (
 func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.InstanceSecretName(s.db)}
 	live := &corev1.Secret{}
-	found, err := r.find(ctx, key, live)
+	found, err := r.applier().Find(ctx, key, live)
 	if err != nil {
 		return childObservation{err: err}
 	}
@@ -50,7 +50,7 @@ func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *sco
 		if err != nil || created {
 			return childObservation{err: err}
 		}
-		if found, err = r.getLive(ctx, key, live); err == nil && !found {
+		if found, err = r.applier().GetLive(ctx, key, live); err == nil && !found {
 			err = fmt.Errorf("creating Secret %s: it exists, and then did not: retrying", key.Name)
 		}
 		if err != nil {

@@ -34,7 +34,7 @@ import (
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
 	live := &corev1.Secret{}
-	found, err := r.find(ctx, key, live)
+	found, err := r.applier().Find(ctx, key, live)
 	if err != nil {
 		return childObservation{err: err}
 	}
@@ -44,7 +44,7 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 			return childObservation{err: err}
 		}
 		// Taken: read the Secret that holds the name, and keep its values.
-		if found, err = r.getLive(ctx, key, live); err == nil && !found {
+		if found, err = r.applier().GetLive(ctx, key, live); err == nil && !found {
 			err = fmt.Errorf("creating Secret %s: it exists, and then did not: retrying", key.Name)
 		}
 		if err != nil {

@@ -63,7 +63,7 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 // slot's WAL is a quarter of (desired.Options.WALKeepVolume).
 func (r *DatabaseReconciler) claimTemplateSize(ctx context.Context, s *scope) (*resource.Quantity, error) {
 	live := &appsv1.StatefulSet{}
-	found, err := r.find(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live)
+	found, err := r.applier().Find(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func (r *DatabaseReconciler) expandClaims(ctx context.Context, s *scope, sts *ap
 	for i := range s.obs.replicas {
 		pvc := &corev1.PersistentVolumeClaim{}
 		key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.DataClaimName(s.db, i)}
-		found, err := r.getCached(ctx, key, pvc)
+		found, err := r.applier().GetCached(ctx, key, pvc)
 		if err == nil && !found && i < sts.Status.Replicas {
 			// The replica's pod exists, so its claim does: it was
 			// relabelled, or the cache is behind.
-			found, err = r.getLive(ctx, key, pvc)
+			found, err = r.applier().GetLive(ctx, key, pvc)
 		}
 		if err != nil {
 			return unbound, nil, err

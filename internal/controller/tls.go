@@ -80,7 +80,7 @@ func (r *DatabaseReconciler) reconcileManagedTLS(ctx context.Context, s *scope) 
 	}
 	key := client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.TLSSecretName(s.spec)}
 	live := &corev1.Secret{}
-	found, err := r.find(ctx, key, live)
+	found, err := r.applier().Find(ctx, key, live)
 	if err != nil {
 		return tlsObservation{err: err}
 	}
@@ -174,7 +174,7 @@ func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scop
 func (r *DatabaseReconciler) reconcileCA(ctx context.Context, s *scope, now time.Time) (pki.KeyPair, error) {
 	key := client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.CASecretName(s.spec)}
 	live := &corev1.Secret{}
-	found, err := r.find(ctx, key, live)
+	found, err := r.applier().Find(ctx, key, live)
 	if err != nil {
 		return pki.KeyPair{}, err
 	}
@@ -187,7 +187,7 @@ func (r *DatabaseReconciler) reconcileCA(ctx context.Context, s *scope, now time
 		if err != nil || created {
 			return ca, err
 		}
-		if ok, err := r.getLive(ctx, key, live); err != nil || !ok {
+		if ok, err := r.applier().GetLive(ctx, key, live); err != nil || !ok {
 			return pki.KeyPair{}, fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
 		}
 	}
@@ -219,7 +219,7 @@ func (r *DatabaseReconciler) applySecret(ctx context.Context, s *scope, key clie
 		if err != nil || created {
 			return err
 		}
-		if ok, err := r.getLive(ctx, key, live); err != nil || !ok {
+		if ok, err := r.applier().GetLive(ctx, key, live); err != nil || !ok {
 			return fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
 		}
 	}
@@ -271,7 +271,7 @@ func (r *DatabaseReconciler) reconcileCertificate(ctx context.Context, s *scope)
 
 	secretKey := client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.TLSSecretName(s.spec)}
 	secret := &corev1.Secret{}
-	ok, err := r.find(ctx, secretKey, secret)
+	ok, err := r.applier().Find(ctx, secretKey, secret)
 	switch {
 	case err != nil:
 		return tlsObservation{err: err}

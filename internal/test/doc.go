@@ -13,8 +13,8 @@
 //   - devcluster: a local Kubernetes control plane (etcd, kube-apiserver,
 //     controller-manager, scheduler, kwok's fake nodes) and, with
 //     --real-node, one real node whose pods run in runc containers;
-//     devcluster/nodehost is that node's host plumbing (bridge, netns,
-//     iptables, cgroups, mounts).
+//     devcluster/nodehost is that node's host plumbing (bridge, iptables,
+//     cgroups, mounts, sysctls).
 //   - objectstore: versitygw, the S3 store backups are tested against.
 //   - localrun: installs the CRD and webhooks into a local cluster and runs
 //     the manager binary, for make run and the end-to-end suites.

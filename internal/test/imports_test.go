@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,7 +75,7 @@ func TestProductImportsNoTestInfrastructure(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	var pkgs []listed
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	for {
 		var p listed
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {

@@ -268,7 +268,11 @@ func (n *realNode) stop() error {
 		}
 	}
 	if n.host != nil {
-		errs = append(errs, n.host.Cleanup(n.c.log, filepath.Join(n.binDir, KubeProxy)))
+		kubeProxy := filepath.Join(n.binDir, KubeProxy)
+		if !isExecutable(kubeProxy) {
+			kubeProxy = ""
+		}
+		errs = append(errs, n.host.Cleanup(n.c.log, kubeProxy))
 	}
 	return errors.Join(errs...)
 }

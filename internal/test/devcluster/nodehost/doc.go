@@ -5,7 +5,7 @@
 // the kubelet changes. devcluster starts components; this package is the
 // only one that touches the host's network, cgroups and mounts.
 //
-// Every change is recorded in StateFile before it is made, so that
+// Every change is recorded in stateFile before it is made, so that
 // Host.Cleanup, or the next Claim after a devcluster was killed at any
 // point, undoes exactly what was made and nothing else: the processes left
 // in the node's cgroup, the mounts under the node's directory, the cgroups,

@@ -15,12 +15,12 @@ import (
 	"time"
 )
 
-// StateFile records what a real node made on the host, before it makes
+// stateFile records what a real node made on the host, before it makes
 // it, so that Stop, or the next Start after this process was killed, undoes
 // exactly that. Its place is fixed (not in the run directory) so that the
 // next Start finds it whatever run directory it uses: there is one real node
 // per machine at a time.
-var StateFile = "/run/dbkeeper-devcluster/state.json"
+var stateFile = "/run/dbkeeper-devcluster/state.json"
 
 // Cgroup is the cgroup, in every hierarchy, under which containerd, its
 // shims and every container run (the kubelet's cgroupRoot).
@@ -72,11 +72,11 @@ type chainRef struct {
 }
 
 // Claim undoes what a real node whose devcluster process is gone left on
-// the host (CleanupStale), then records a new real node of this process
+// the host (cleanupStale), then records a new real node of this process
 // whose files are under nodeDir. It fails while another devcluster runs a
 // real node.
 func Claim(nodeDir string, log io.Writer) (*Host, error) {
-	if err := CleanupStale(log); err != nil {
+	if err := cleanupStale(log); err != nil {
 		return nil, err
 	}
 	return claimState(nodeDir)
@@ -84,7 +84,7 @@ func Claim(nodeDir string, log io.Writer) (*Host, error) {
 
 // claimState records a new real node of this process in nodeDir.
 func claimState(nodeDir string) (*Host, error) {
-	s := &Host{file: StateFile, Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()),
+	s := &Host{file: stateFile, Owner: os.Getpid(), OwnerStart: processStart(os.Getpid()),
 		NodeDir: nodeDir, Sysctls: map[string]string{}}
 	if _, err := os.Stat("/run/containerd"); errors.Is(err, fs.ErrNotExist) {
 		s.ContainerdRunDir = true
@@ -131,19 +131,19 @@ func processStart(pid int) string {
 	return fields[19]
 }
 
-// CleanupStale undoes what a real node whose devcluster process is gone
+// cleanupStale undoes what a real node whose devcluster process is gone
 // left on the host. It fails if that process still runs.
-func CleanupStale(log io.Writer) error {
-	data, err := os.ReadFile(StateFile)
+func cleanupStale(log io.Writer) error {
+	data, err := os.ReadFile(stateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("devcluster: read %s: %w", StateFile, err)
+		return fmt.Errorf("devcluster: read %s: %w", stateFile, err)
 	}
-	s := &Host{file: StateFile}
+	s := &Host{file: stateFile}
 	if err := json.Unmarshal(data, s); err != nil {
-		return fmt.Errorf("devcluster: %s: %w; remove it after checking that no real node runs", StateFile, err)
+		return fmt.Errorf("devcluster: %s: %w; remove it after checking that no real node runs", stateFile, err)
 	}
 	if s.Owner != 0 && s.Owner != os.Getpid() && processStart(s.Owner) == s.OwnerStart {
 		return fmt.Errorf("devcluster: another devcluster (pid %d, run directory %s) runs a real node; stop it first (one real node per machine)",
@@ -276,12 +276,6 @@ func (s *Host) SaveKernelTunables() error {
 	return s.save()
 }
 
-// isExecutable reports whether path is an executable file.
-func isExecutable(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
 // cgroupHierarchies returns the mount points of the host's cgroup
 // hierarchies (v1 controllers, named ones, and the unified one).
 func cgroupHierarchies() ([]string, error) {
@@ -352,7 +346,8 @@ func (s *Host) Adopt(pid int) error {
 // kubelet's symlinks in /var/log/containers into NodeDir and the shims'
 // socket directory if it was not there before, and last the state file. It
 // returns every error, and keeps the state file if any, so that the next
-// start tries again.
+// start tries again. kubeProxy, when not "", is the kube-proxy binary whose
+// --cleanup removes the rules of all its modes first.
 func (s *Host) Cleanup(log io.Writer, kubeProxy string) error {
 	var errs []error
 	if s.Cgroups {
@@ -365,7 +360,7 @@ func (s *Host) Cleanup(log io.Writer, kubeProxy string) error {
 		errs = append(errs, removeCgroup(Cgroup))
 	}
 	if len(s.Chains) > 0 {
-		if kubeProxy != "" && isExecutable(kubeProxy) {
+		if kubeProxy != "" {
 			// kube-proxy removes every KUBE-* rule and chain of its modes.
 			_ = run(kubeProxy, "--cleanup")
 		}

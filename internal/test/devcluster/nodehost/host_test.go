@@ -26,8 +26,8 @@ func TestHostStateCleanup(t *testing.T) {
 			t.Skipf("%s is not installed: apt-get install -y runc containernetworking-plugins iptables conntrack", prog)
 		}
 	}
-	if _, err := os.Stat(StateFile); err == nil {
-		t.Skipf("%s exists: a real node runs on this machine", StateFile)
+	if _, err := os.Stat(stateFile); err == nil {
+		t.Skipf("%s exists: a real node runs on this machine", stateFile)
 	}
 	forwardBefore, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
 
@@ -90,7 +90,7 @@ func TestHostStateCleanup(t *testing.T) {
 	if err := s.save(); err != nil {
 		t.Fatal(err)
 	}
-	if err := CleanupStale(io.Discard); err != nil {
+	if err := cleanupStale(io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	done = true
@@ -115,7 +115,7 @@ func TestHostStateCleanup(t *testing.T) {
 	if forwardAfter, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); string(forwardAfter) != string(forwardBefore) {
 		t.Errorf("ip_forward = %q after cleanup, was %q", forwardAfter, forwardBefore)
 	}
-	if _, err := os.Stat(StateFile); err == nil {
+	if _, err := os.Stat(stateFile); err == nil {
 		t.Error("the state file is left")
 	}
 }
