@@ -1,6 +1,7 @@
 // Command dbkeeper-instance is the instance agent: PID 1 of a PostgreSQL
 // container, it runs the server as its child and converges it on the role
-// the operator sends (internal/instance, docs/replication.md §3).
+// the operator sends (internal/instance/agent, speaking the contract of internal/instance;
+// docs/replication.md §3).
 //
 //	dbkeeper-instance install DIR               copy this binary to DIR (init container)
 //	dbkeeper-instance run [--listen :8008] -- FLAGS   run the server with FLAGS, serving the agent API over mutual TLS
@@ -25,6 +26,8 @@ import (
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agent"
+	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 )
 
 func main() {
@@ -49,7 +52,7 @@ func main() {
 	default:
 		usage()
 	}
-	var startErr *instance.StartError
+	var startErr *postgres.StartError
 	if errors.As(err, &startErr) {
 		// Quietly: the server's own last words end the log (StartError).
 		os.Exit(startErr.ExitCode())
@@ -106,13 +109,13 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := instance.ConfigFromEnv(*listen, fs.Args())
+	cfg, err := agent.ConfigFromEnv(*listen, fs.Args())
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return instance.New(cfg).Run(ctx)
+	return agent.New(cfg).Run(ctx)
 }
 
 // socketFlag parses a subcommand's --socket flag and returns the socket

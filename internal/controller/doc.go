@@ -30,7 +30,8 @@
 // status write), so a package boundary would cut through the reconcile's
 // scope and its observation, both of which it reads and fills. What can
 // stand alone already does: its decisions in internal/replication, the
-// agents' contract and client in internal/instance.
+// agents' contract and client in internal/instance, the only part of the
+// agent the controller imports.
 //
 // # Following one reconcile
 //
@@ -84,8 +85,13 @@
 // and replication_commit.go raises status.term to commit the change to that
 // one candidate before telling it to promote; the candidate's agent
 // promotes only for the term it was told, and the change completes in a
-// later reconcile when it answers writable in that term. The old primary,
-// back, is fenced by its own lease and rejoins as a standby through pg_rewind
-// (internal/instance). docs/replication.md §9–§13 tell the same story with
-// the reasons.
+// later reconcile when it answers writable in that term. On the agents'
+// side (internal/instance/agent): http.go takes each Spec after checking
+// its term (decide.go's checkTerm), agent.go's loop applies it (decide
+// chooses the action, apply promotes through internal/instance/postgres's
+// DB.Promote), and the lease watchdog in agent.go fences a primary whose
+// lease ran out. The old primary, back, is fenced by its own lease and
+// rejoins as a standby through pg_rewind (agent.go's rejoin, with
+// postgres.Server.Rewind). docs/replication.md §9–§13 tell the same story
+// with the reasons.
 package controller

@@ -1,28 +1,7 @@
-// Package instance is the contract between the operator and the instance
-// agent, cmd/dbkeeper-instance: the small process that runs as PID 1 of a
-// PostgreSQL container, starts the server as its child, and does what the
-// engine's image alone cannot (docs/replication.md §3): clone a standby,
-// start read-only, promote, demote, rewind, fence, restore ordinal 0 from
-// another Database's backups (spec.bootstrap.recovery, restore.go), and
-// report replication progress.
-//
-// The operator tells each agent what its server should be with a
-// declarative Spec (PUT /spec) and reads what it is with Status (GET
-// /status). The agent converges on the last Spec it received and persists
-// what it must remember across restarts on the data volume. It never calls
-// the API server.
-//
-// The API is HTTPS with mutual TLS (tls.go): the agent serves the
-// Database's agent certificate and takes commands only from a client
-// certificate of the Database's agent CA named AgentClientName; only
-// PathReady, the kubelet's probe, needs none. Its passwords and
-// certificates are files in EnvSecretsDir, never environment variables. It
-// streams from and clones only pods of its own Database (UpstreamAllowed):
-// <db>-<k>.<db>-headless.<namespace>.svc[.cluster.local], or a loopback
-// address (the pod itself).
 package instance
 
 import (
+	"errors"
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
@@ -450,3 +429,14 @@ type Standby struct {
 	// max_slot_wal_keep_size and its standby can never stream through it).
 	WALStatus string `json:"walStatus,omitempty"`
 }
+
+// BackupTimeout bounds one base backup in the agent.
+const BackupTimeout = 6 * time.Hour
+
+// ErrNotPrimary is the error of a backup or retention call to an agent
+// whose server is not a running primary (HTTP 409 too, with its reason).
+var ErrNotPrimary = errors.New("the server is not a running primary")
+
+// ErrBackupBusy is the error of a backup or retention call while another
+// backup runs (HTTP 409).
+var ErrBackupBusy = errors.New("a base backup is running: one at a time")

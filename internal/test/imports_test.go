@@ -63,28 +63,7 @@ func productViolations(pkgs []listed) []string {
 // internal/test, test/ or hack/, nor on the standard library's testing
 // (test files are not counted: they do not ship).
 func TestProductImportsNoTestInfrastructure(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	raw, err := cmd.Output()
-	if err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
-		}
-		t.Fatalf("go list: %v", err)
-	}
-	var pkgs []listed
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		var p listed
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("reading go list's output: %v", err)
-		}
-		pkgs = append(pkgs, p)
-	}
+	pkgs := goList(t)
 	products := 0
 	for _, p := range pkgs {
 		if !isInfrastructure(p.ImportPath) {
@@ -128,5 +107,126 @@ func TestProductViolations(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("productViolations:\n got %q\nwant %q", got, want)
+	}
+}
+
+// goList lists every package of the module with the packages its non-test
+// files depend on.
+func goList(t *testing.T) []listed {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	raw, err := cmd.Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("reading go list's output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// The instance agent's rooms (internal/instance/doc.go): the contract the
+// operator speaks, the PostgreSQL server, and the agent on top of both.
+const (
+	contractPkg = module + "/internal/instance"
+	serverPkg   = module + "/internal/instance/postgres"
+	agentPkg    = module + "/internal/instance/agent"
+	agentBinary = module + "/cmd/dbkeeper-instance"
+)
+
+// reachableFrom says which product packages may depend, directly or not,
+// on each room of the agent: the server code only from the agent (and its
+// binary), the agent only from its binary. The contract is everyone's.
+var reachableFrom = map[string][]string{
+	serverPkg: {agentPkg, agentBinary},
+	agentPkg:  {agentBinary},
+}
+
+// forbidden says what each room must not depend on: the contract none of
+// the agent's code, the server nothing of the agent, the contract or the
+// operator.
+var forbidden = map[string][]string{
+	contractPkg: {serverPkg, agentPkg},
+	serverPkg:   {contractPkg, agentPkg, module + "/internal/controller", module + "/internal/desired", module + "/api/v1alpha1"},
+}
+
+// arrowViolations returns, for each product package, the dependencies that
+// run against the agent's arrows (agent -> server, agent -> contract,
+// controller -> contract only), as "package -> dependency" lines, sorted.
+func arrowViolations(pkgs []listed) []string {
+	var out []string
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p.ImportPath, module) || isInfrastructure(p.ImportPath) {
+			continue
+		}
+		for _, dep := range p.Deps {
+			if allowed, guarded := reachableFrom[dep]; guarded && !slices.Contains(allowed, p.ImportPath) {
+				out = append(out, p.ImportPath+" -> "+dep)
+			}
+			if slices.Contains(forbidden[p.ImportPath], dep) {
+				out = append(out, p.ImportPath+" -> "+dep)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestInstanceArrowsRunOneWay keeps the agent's rooms apart: the operator
+// reaches the agents through their contract only, the server code is the
+// agent's alone, and neither the contract nor the server knows the agent.
+func TestInstanceArrowsRunOneWay(t *testing.T) {
+	pkgs := goList(t)
+	for _, room := range []string{contractPkg, serverPkg, agentPkg, agentBinary, module + "/internal/controller"} {
+		if !slices.ContainsFunc(pkgs, func(p listed) bool { return p.ImportPath == room }) {
+			t.Fatalf("go list did not list %s: the check would look at nothing", room)
+		}
+	}
+	if bad := arrowViolations(pkgs); len(bad) > 0 {
+		t.Errorf("dependencies run against the agent's arrows (internal/instance/doc.go): the operator imports internal/instance only, the server package is the agent's alone:\n%s",
+			strings.Join(bad, "\n"))
+	}
+}
+
+// TestArrowViolations shows the check catches each way back: the
+// controller reaching the server code (directly or through the agent), the
+// contract depending on the agent, the server on the contract or the
+// agent, and another product using the agent; and that it allows the
+// agent's own arrows.
+func TestArrowViolations(t *testing.T) {
+	pkgs := []listed{
+		{ImportPath: module + "/internal/controller", Deps: []string{contractPkg, serverPkg}},
+		{ImportPath: module + "/internal/desired", Deps: []string{contractPkg, agentPkg, serverPkg}},
+		{ImportPath: contractPkg, Deps: []string{agentPkg, serverPkg, module + "/internal/replication"}},
+		{ImportPath: serverPkg, Deps: []string{contractPkg, module + "/internal/pki"}},
+		{ImportPath: agentPkg, Deps: []string{contractPkg, serverPkg}},
+		{ImportPath: agentBinary, Deps: []string{agentPkg, serverPkg, contractPkg}},
+		{ImportPath: module + "/internal/test/devcluster", Deps: []string{agentPkg}},
+	}
+	got := arrowViolations(pkgs)
+	want := []string{
+		module + "/internal/controller -> " + serverPkg,
+		module + "/internal/desired -> " + agentPkg,
+		module + "/internal/desired -> " + serverPkg,
+		contractPkg + " -> " + agentPkg,
+		contractPkg + " -> " + serverPkg,
+		serverPkg + " -> " + contractPkg,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("arrowViolations:\n got %q\nwant %q", got, want)
 	}
 }

@@ -1,0 +1,436 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
+)
+
+// DB is the agent's one connection to its server, over the local socket
+// as POSTGRES_USER (trusted by the image's pg_hba.conf). Every SQL
+// statement the agent runs is in this file. Calls are serialized; a broken
+// connection is dropped and the next call dials again.
+type DB struct {
+	connString string
+	// legacyString is the same connection as the bootstrap superuser of a
+	// data directory made before the superuser was SuperUser, which has
+	// no such role until the primary's ensureRoles makes it; "" when
+	// there is none to try.
+	legacyString string
+	mu           sync.Mutex
+	conn         *pgx.Conn
+}
+
+// NewDB returns the connection to the server on socketDir as user, or as
+// legacyUser ("" for none) while user does not exist yet.
+func NewDB(socketDir string, port int, user, legacyUser string) *DB {
+	d := &DB{connString: SocketConnString(socketDir, port, user, "postgres")}
+	if legacyUser != "" && legacyUser != user {
+		d.legacyString = SocketConnString(socketDir, port, legacyUser, "postgres")
+	}
+	return d
+}
+
+// SocketConnString is a libpq connection string over the Unix socket.
+// The agent's sessions commit with synchronous_commit local: its own
+// writes (roles, passwords), which it makes again on every primary, do
+// not wait for the synchronous standbys (spec.synchronous) that only
+// connect once the primary is set up.
+func SocketConnString(socketDir string, port int, user, database string) string {
+	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s application_name=dbkeeper-instance connect_timeout=5 synchronous_commit=local",
+		q(socketDir), port, q(user), q(database))
+}
+
+// connect dials the server as the agent's user, or, when that role does
+// not exist (a data directory of an earlier release whose bootstrap
+// superuser is the application user), as the legacy user.
+func (d *DB) connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := pgx.Connect(ctx, d.connString)
+	if err != nil && d.legacyString != "" && roleMissing(err) {
+		return pgx.Connect(ctx, d.legacyString)
+	}
+	return c, err
+}
+
+// roleMissing reports whether err is the server's refusal of a role that
+// does not exist.
+func roleMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "28000" && strings.Contains(pgErr.Message, "does not exist")
+}
+
+// With runs fn on the connection, bounded by timeout.
+func (d *DB) With(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, c *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn == nil || d.conn.IsClosed() {
+		c, err := d.connect(ctx)
+		if err != nil {
+			return err
+		}
+		d.conn = c
+	}
+	err := fn(ctx, d.conn)
+	if err != nil && (d.conn.IsClosed() || ctx.Err() != nil) {
+		_ = d.conn.Close(context.Background())
+		d.conn = nil
+	}
+	return err
+}
+
+// Close drops the connection; the next call dials again.
+func (d *DB) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		_ = d.conn.Close(context.Background())
+		d.conn = nil
+	}
+}
+
+// Ping checks that the server answers SQL.
+func (d *DB) Ping(ctx context.Context) error {
+	return d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.Ping(ctx)
+	})
+}
+
+// Promote runs pg_promote on a connection of its own, so that the
+// status and readiness queries are not held up while it waits.
+func (d *DB) Promote(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	c, err := d.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var ok bool
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("pg_promote did not finish within 60 s")
+	}
+	return nil
+}
+
+// Checkpoint runs CHECKPOINT on a connection of its own, so that the
+// status and readiness queries are not held up while it writes.
+func (d *DB) Checkpoint(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	c, err := d.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	_, err = c.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+// checkpointTimeout bounds a CHECKPOINT: an immediate one writes every
+// dirty buffer, at most shared_buffers.
+const checkpointTimeout = 5 * time.Minute
+
+// currentTimeline is the SQL for the timeline a primary writes, from the
+// name of its current WAL file.
+const currentTimeline = `('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
+
+// CheckpointedTimeline makes sure the primary at conninfo (as the
+// superuser) has written a checkpoint on the timeline it writes, running
+// CHECKPOINT there when its last one is of an earlier timeline, and
+// reports that timeline. pg_rewind of PostgreSQL 15 takes each server's
+// timeline from its control file, which a promotion (pg_promote ends
+// recovery without a checkpoint) updates only at the next checkpoint:
+// until then a rewind from it compares the wrong timelines. A server in
+// recovery is left as it is.
+func (d *DB) CheckpointedTimeline(ctx context.Context, conninfo string) (tli uint32, err error) {
+	ctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var inRecovery bool
+	var current, checkpointed int64
+	if err := c.QueryRow(ctx, `
+SELECT pg_is_in_recovery(),
+       CASE WHEN pg_is_in_recovery() THEN 0 ELSE `+currentTimeline+` END,
+       (SELECT timeline_id FROM pg_control_checkpoint())::bigint`).Scan(&inRecovery, &current, &checkpointed); err != nil {
+		return 0, err
+	}
+	if inRecovery || checkpointed >= current {
+		return uint32(checkpointed), nil
+	}
+	if _, err := c.Exec(ctx, "CHECKPOINT"); err != nil {
+		return 0, fmt.Errorf("CHECKPOINT on timeline %d (the last checkpoint is of timeline %d): %w", current, checkpointed, err)
+	}
+	return uint32(current), nil
+}
+
+// PingRemote connects to another server with conninfo (its password
+// from the password file) and pings it.
+func (d *DB) PingRemote(ctx context.Context, conninfo string) error {
+	return withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) })
+}
+
+// RemotePrimary reports whether the server at conninfo answers and is a
+// primary (not in recovery).
+func (d *DB) RemotePrimary(ctx context.Context, conninfo string) (bool, error) {
+	var inRecovery bool
+	err := withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery)
+	})
+	return err == nil && !inRecovery, err
+}
+
+// withRemote runs f on a new connection to another server, bounded in time.
+func withRemote(ctx context.Context, conninfo string, f func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conninfo+" connect_timeout=5")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	return f(ctx, c)
+}
+
+// EnsureReplicationRole creates the replication role, or sets its
+// password, attributes and login when it exists.
+func (d *DB) EnsureReplicationRole(ctx context.Context, user, password string) error {
+	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var exists bool
+		if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", user).Scan(&exists); err != nil {
+			return err
+		}
+		verb := "CREATE"
+		if exists {
+			verb = "ALTER"
+		}
+		// Utility statements take no parameters: quote as PostgreSQL does.
+		_, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH REPLICATION LOGIN PASSWORD %s", verb,
+			pgx.Identifier{user}.Sanitize(), QuoteLiteral(password)))
+		return err
+	})
+}
+
+// SetPassword sets the password of an existing role.
+func (d *DB) SetPassword(ctx context.Context, user, password string) error {
+	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", pgx.Identifier{user}.Sanitize(), QuoteLiteral(password)))
+		return err
+	})
+}
+
+// QuoteLiteral quotes s as an SQL string literal.
+func QuoteLiteral(s string) string {
+	out := []byte{'\''}
+	backslash := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			out = append(out, '\'', '\'')
+		case '\\':
+			backslash = true
+			out = append(out, '\\', '\\')
+		default:
+			out = append(out, s[i])
+		}
+	}
+	out = append(out, '\'')
+	if backslash {
+		return "E" + string(out)
+	}
+	return string(out)
+}
+
+// HBAFile is the server's pg_hba.conf.
+func (d *DB) HBAFile(ctx context.Context) (string, error) {
+	var f string
+	err := d.With(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT current_setting('hba_file')").Scan(&f)
+	})
+	return f, err
+}
+
+// ReloadConf makes the server read its configuration files again.
+func (d *DB) ReloadConf(ctx context.Context) error {
+	return d.With(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_reload_conf()")
+		return err
+	})
+}
+
+// SlotRow lists the physical replication slots with the standby streaming
+// through each (pg_stat_replication joined on the slot's active_pid).
+type SlotRow struct {
+	Slot                      string
+	Active                    bool
+	Name                      string
+	SentLSN, FlushLSN, Replay string
+	LagBytes                  int64
+	LagSeconds                float64
+	ReplyTime                 *time.Time
+	// WALStatus is pg_replication_slots.wal_status, "" when null.
+	WALStatus string
+}
+
+// Slots are the server's physical replication slots, with the standby
+// streaming through each.
+func (d *DB) Slots(ctx context.Context) ([]SlotRow, error) {
+	var out []SlotRow
+	err := d.With(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `
+SELECT s.slot_name, s.active,
+       coalesce(r.application_name, ''),
+       coalesce(r.sent_lsn::text, ''), coalesce(r.flush_lsn::text, ''), coalesce(r.replay_lsn::text, ''),
+       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.replay_lsn), 0)::bigint,
+       coalesce(extract(epoch FROM r.replay_lag), 0)::float8,
+       r.reply_time,
+       coalesce(s.wal_status, '')
+FROM pg_replication_slots s
+LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+WHERE s.slot_type = 'physical'
+ORDER BY s.slot_name`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SlotRow, error) {
+			var s SlotRow
+			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime, &s.WALStatus)
+			return s, err
+		})
+		return err
+	})
+	return out, err
+}
+
+// CreateSlot creates the physical replication slot name, reserving WAL
+// at once.
+func (d *DB) CreateSlot(ctx context.Context, name string) error {
+	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", name)
+		return err
+	})
+}
+
+// DropSlot drops the replication slot name.
+func (d *DB) DropSlot(ctx context.Context, name string) error {
+	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot($1)", name)
+		return err
+	})
+}
+
+// Progress is the server's replication position.
+type Progress struct {
+	InRecovery bool
+	Timeline   uint32
+	Receive    string
+	Replay     string
+	Current    string
+	Streaming  bool // the WAL receiver's status is 'streaming'
+	// ServerVersion is server_version as the server reports it, with any
+	// distribution's suffix ("15.14 (Debian 15.14-0+deb12u1)").
+	ServerVersion string
+}
+
+// Progress reads the server's replication position.
+func (d *DB) Progress(ctx context.Context) (Progress, error) {
+	var p Progress
+	err := d.With(ctx, 3*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var tl int64
+		err := c.QueryRow(ctx, `
+SELECT pg_is_in_recovery(),
+       -- The timeline the server writes (a primary: of its current WAL
+       -- file) or receives (a standby); the last checkpoint's otherwise,
+       -- which on a standby lags a timeline switch until a restartpoint.
+       CASE WHEN pg_is_in_recovery()
+            THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver)::bigint,
+                          (SELECT timeline_id FROM pg_control_checkpoint())::bigint)
+            ELSE `+currentTimeline+`
+       END,
+       coalesce(pg_last_wal_receive_lsn()::text, ''),
+       coalesce(pg_last_wal_replay_lsn()::text, ''),
+       CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END,
+       EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'),
+       current_setting('server_version')`).
+			Scan(&p.InRecovery, &tl, &p.Receive, &p.Replay, &p.Current, &p.Streaming, &p.ServerVersion)
+		p.Timeline = uint32(tl)
+		return err
+	})
+	return p, err
+}
+
+// Streaming is the cheap poll of the WAL receiver: the pid of a WAL
+// receiver that streams, 0 when none does.
+func (d *DB) Streaming(ctx context.Context) (int, error) {
+	var pid int
+	err := d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)").Scan(&pid)
+	})
+	return pid, err
+}
+
+// UpstreamHistory reads, on the primary at conninfo (as the superuser),
+// its current timeline (of the WAL it writes), its system identifier, and
+// that timeline's history file ("" on timeline 1).
+func (d *DB) UpstreamHistory(ctx context.Context, conninfo string) (tli uint32, sysid, history string, err error) {
+	err = withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
+		var tl int64
+		if err := c.QueryRow(ctx, `
+SELECT `+currentTimeline+`,
+       (SELECT system_identifier FROM pg_control_system())::text`).Scan(&tl, &sysid); err != nil {
+			return err
+		}
+		tli = uint32(tl)
+		if tli <= 1 {
+			return nil
+		}
+		return c.QueryRow(ctx, "SELECT pg_read_file($1)", HistoryFile(tli)).Scan(&history)
+	})
+	return tli, sysid, history, err
+}
+
+// HistoryFile is the path, in the data directory, of timeline tli's
+// history file: eight upper-case hexadecimal digits, as PostgreSQL names
+// it (timeline 12's is 0000000C.history).
+func HistoryFile(tli uint32) string { return fmt.Sprintf("pg_wal/%08X.history", tli) }
+
+// ControlPositions reads the running server's system identifier, the
+// positions its control file records (the latest checkpoint or
+// restartpoint and the minimum recovery point, each with its timeline),
+// and how far it replayed (pg_last_wal_replay_lsn(), 0 when not in
+// recovery).
+func (d *DB) ControlPositions(ctx context.Context) (sysid string, pos []Position, replayed replication.LSN, err error) {
+	err = d.With(ctx, 5*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		var ckTLI, minTLI int64
+		var ck, minLSN, replay string
+		if err := c.QueryRow(ctx, `
+SELECT (SELECT system_identifier FROM pg_control_system())::text,
+       c.timeline_id::bigint, c.checkpoint_lsn::text,
+       r.min_recovery_end_timeline::bigint, r.min_recovery_end_lsn::text,
+       coalesce(pg_last_wal_replay_lsn()::text, '')
+FROM pg_control_checkpoint() c, pg_control_recovery() r`).Scan(&sysid, &ckTLI, &ck, &minTLI, &minLSN, &replay); err != nil {
+			return err
+		}
+		pos = append(pos, MakePosition(ckTLI, ck), MakePosition(minTLI, minLSN))
+		replayed, _ = replication.ParseLSN(replay)
+		return nil
+	})
+	return sysid, pos, replayed, err
+}
