@@ -128,7 +128,7 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 		stalled = podProblem(obs.pods, obs.now)
 	}
 	if stalled == nil {
-		stalled = firstProblem(obs.replication.versionMismatch, obs.replication.stalled)
+		stalled = firstProblem(obs.replication.versionMismatch, obs.replication.primaryStuck, obs.replication.stalled)
 	}
 	if stalled != nil {
 		setCondition(status, obs.generation, dbv1.ConditionStalled, true, stalled.reason, stalled.message)

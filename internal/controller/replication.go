@@ -63,6 +63,17 @@ type replicationObservation struct {
 	// stalled is what makes the Database Stalled: standbys that cannot
 	// progress without a human (standbyProblems); nil when none.
 	stalled *problem
+	// primaryStuck is the Stalled problem of a Database with no writable
+	// server and no standby to promote, for longer than a failover and a
+	// change of primary may take (primaryStuck); nil otherwise.
+	primaryStuck *problem
+	// reservedTimeline is the timeline a target abandoned while silent may
+	// have been promoted to (abandonSilent), recorded as its timeline in
+	// status.instances so that no later promotion chooses it.
+	reservedTimeline struct {
+		pod      string
+		timeline int64
+	}
 	// serverVersion is the version the primary's server was last seen
 	// running (status.serverVersion); "" when never.
 	serverVersion string
