@@ -236,6 +236,7 @@ func (run *replicationRun) decide(ctx context.Context) {
 		run.completeChange(ctx, t)
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
+	run.startFailoverClock()
 	if p := ordinalOf(out.currentPrimary); p >= 0 {
 		run.cluster.Synchronous = run.quorum(p)
 	}
@@ -261,6 +262,25 @@ func (run *replicationRun) decide(ctx context.Context) {
 		run.failover(ctx, true, started)
 	default:
 		run.failover(ctx, false, time.Time{})
+	}
+}
+
+// startFailoverClock starts the failover clock of a primary this
+// controller promoted (replicaMemory.promotedAt) at its promotion, if its
+// pod's Ready condition last changed before: its pod turned not ready
+// while it was a detached or promoting standby, and its kubelet reports it
+// ready a moment after it accepts writes, so a failover would otherwise be
+// due the moment it became writable. A controller that restarts starts
+// again from the pod's condition.
+func (run *replicationRun) startFailoverClock() {
+	c := &run.cluster
+	if run.mem.promoted != c.Primary {
+		return
+	}
+	for i := range c.Instances {
+		if in := &c.Instances[i]; in.Name == c.Primary && !in.Ready && in.ReadyChanged.Before(run.mem.promotedAt) {
+			in.ReadyChanged = run.mem.promotedAt
+		}
 	}
 }
 

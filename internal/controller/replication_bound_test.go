@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
@@ -126,4 +127,63 @@ func TestReplicationAStuckChangeOfPrimaryWithNoOtherCandidateIsStalled(t *testin
 		t.Errorf("Stalled problem = %+v, want %s saying to bring orders-0 back", stuck, dbv1.ReasonPrimaryUnavailable)
 	}
 	t.Logf("Stalled %v after the target was lost: %s", f.now.Sub(lost), stuck.message)
+}
+
+// setReady sets a pod's Ready condition True, changed at the fixture's now.
+func (f *replicationFixture) setReady(ordinal int) {
+	f.t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.db.Namespace, Name: fmt.Sprintf("orders-%d", ordinal)}, pod); err != nil {
+		f.t.Fatal(err)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.now)}}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestReplicationAFreshPrimaryIsNotFailedOverAgain is finding 5 of issue
+// 34: the pod of a standby promoted by a failover turned not ready when
+// the old primary was lost (it stopped streaming), and its kubelet reports
+// it ready a few seconds after it accepts writes. Its failover clock
+// starts at its promotion, so neither the completing reconcile nor those
+// of the next seconds find a failover due and fence it.
+func TestReplicationAFreshPrimaryIsNotFailedOverAgain(t *testing.T) {
+	for _, kubelet := range []time.Duration{500 * time.Millisecond, 4 * time.Second} {
+		t.Run(fmt.Sprintf("ready %v after the promotion", kubelet), func(t *testing.T) {
+			f := newReplicationFixture(t)
+			f.reconcile()
+			f.reconcile()
+			f.losePrimary(3)
+			f.setNotReady(0)
+			f.setNotReady(1)
+			f.setNotReady(2)
+			var promoted time.Time
+			for range 240 {
+				f.now = f.now.Add(500 * time.Millisecond)
+				f.reconcile()
+				if promoted.IsZero() && f.db.Status.TargetPrimary == "" && f.db.Status.CurrentPrimary != "orders-0" {
+					promoted = f.now
+				}
+				if !promoted.IsZero() && f.now.Sub(promoted) >= kubelet {
+					f.setReady(ordinalOf(f.db.Status.CurrentPrimary))
+				}
+				if promoted.IsZero() {
+					continue
+				}
+				p := f.agents.servers[f.ip(ordinalOf(f.db.Status.CurrentPrimary))]
+				if p.fenced || f.db.Status.TargetPrimary != "" {
+					t.Fatalf("%v after %s was promoted, a failover began (target %q, fenced %v)",
+						f.now.Sub(promoted), f.db.Status.CurrentPrimary, f.db.Status.TargetPrimary, p.fenced)
+				}
+				if f.now.Sub(promoted) > 30*time.Second {
+					break
+				}
+			}
+			if promoted.IsZero() {
+				t.Fatalf("no standby was promoted: %+v", f.db.Status)
+			}
+		})
+	}
 }

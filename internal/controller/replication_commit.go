@@ -235,6 +235,7 @@ func (run *replicationRun) completeChange(ctx context.Context, target *member) {
 	out.currentPrimary, out.targetPrimary = target.name(), ""
 	out.primaryTerm = max(out.primaryTerm, run.term())
 	run.mem.lease.RenewedAt = run.now
+	run.mem.promoted, run.mem.promotedAt = target.name(), run.now
 	run.mem.stuckSince = time.Time{}
 	run.relabel(ctx, target.name())
 }

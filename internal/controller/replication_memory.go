@@ -21,6 +21,11 @@ type replicaMemory struct {
 	// stuckSince is when the target of a committed change of primary was
 	// first seen silent, or answering without running; zero while it runs.
 	stuckSince time.Time
+	// promoted is the pod this controller last saw complete a change of
+	// primary, at promotedAt: its failover clock starts then
+	// (startFailoverClock).
+	promoted   string
+	promotedAt time.Time
 	// targetLease is the lease the target of a committed change of
 	// primary may hold: when the last primary spec sent to it ended.
 	targetLease replication.Lease
