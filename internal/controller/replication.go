@@ -249,7 +249,7 @@ func (run *replicationRun) decide(ctx context.Context) {
 		// A target told to promote by an operator from before fencing
 		// terms: the change is committed to it now.
 		run.commit(ctx, out.targetPrimary, "it was told to promote before this change was committed")
-	case run.primaryless() && run.byName[out.currentPrimary] != nil && run.byName[out.currentPrimary].answered():
+	case run.primaryless() && run.byName[out.currentPrimary] != nil && run.byName[out.currentPrimary].answered() && !run.promotingElsewhere():
 		run.commit(ctx, out.currentPrimary, fmt.Sprintf("the change of primary in term %d was abandoned, and %s answers", run.term(), out.currentPrimary))
 	case out.targetPrimary != "" && meta.IsStatusConditionTrue(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver) &&
 		inProgress.Reason == dbv1.ReasonSwitchover:
@@ -282,6 +282,20 @@ func (run *replicationRun) startFailoverClock() {
 			in.ReadyChanged = run.mem.promotedAt
 		}
 	}
+}
+
+// promotingElsewhere reports whether a pod other than the current primary
+// is being promoted (replication.AgentStatus.Promoting): told to in a term
+// whose change of primary was abandoned while it was silent. The failover
+// rules then take it as the candidate, fencing the old primary first,
+// rather than making the old primary writable beside it.
+func (run *replicationRun) promotingElsewhere() bool {
+	for _, in := range run.cluster.Instances {
+		if in.Name != run.cluster.Primary && in.Agent != nil && in.Agent.Promoting {
+			return true
+		}
+	}
+	return false
 }
 
 // now reads the controller's clock.

@@ -176,6 +176,9 @@ func agentStatus(s *instance.Status, now time.Time) *replication.AgentStatus {
 		Timeline:   s.Timeline,
 		Upstream:   podOfHost(s.Upstream),
 		Streaming:  s.Streaming,
+		// Told to be the primary, running and still in recovery: its
+		// promotion is under way.
+		Promoting: s.Spec != nil && s.Spec.Role == instance.RolePrimary && s.Phase == instance.PhaseRunning && s.InRecovery && !s.Fenced,
 	}
 	if s.LastStreamedSecondsAgo != nil {
 		a.LastStreamed = now.Add(-time.Duration(*s.LastStreamedSecondsAgo * float64(time.Second)))

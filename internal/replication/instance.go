@@ -71,6 +71,12 @@ type AgentStatus struct {
 	Fenced bool
 	// InRecovery is pg_is_in_recovery(): true on a standby.
 	InRecovery bool
+	// Promoting is true while the server is being promoted: its agent
+	// accepted a primary Spec and the server is still in recovery (it
+	// replays what it holds before it accepts writes) or not running yet.
+	// A change of primary was committed to it, so it is the only standby
+	// that may be promoted (DecideFailover).
+	Promoting bool
 	// Timeline is the server's current timeline.
 	Timeline uint32
 	// Upstream is the pod the standby streams from, or streamed from until
