@@ -237,6 +237,9 @@ func (run *replicationRun) decide(ctx context.Context) {
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
 	run.startFailoverClock()
+	if q := run.db.Spec.MaxLagOnFailover; q != nil && q.Sign() >= 0 {
+		run.cluster.MaxLag = ptr.To(uint64(q.Value()))
+	}
 	if p := ordinalOf(out.currentPrimary); p >= 0 {
 		run.cluster.Synchronous = run.quorum(p)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -185,5 +186,33 @@ func TestReplicationAFreshPrimaryIsNotFailedOverAgain(t *testing.T) {
 				t.Fatalf("no standby was promoted: %+v", f.db.Status)
 			}
 		})
+	}
+}
+
+// TestReplicationFailoverHonoursMaxLagOnFailover: a standby further behind
+// the primary's last known position than spec.maxLagOnFailover is not
+// promoted; the failover is blocked, saying why.
+func TestReplicationFailoverHonoursMaxLagOnFailover(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.db.Spec.MaxLagOnFailover = ptr.To(resource.MustParse("1Ki"))
+	f.reconcile()
+	f.reconcile()
+	f.agents.servers[f.ip(0)].lsn += 0x1000 // the standbys receive nothing of the last 4 KiB
+	f.reconcile()
+	f.losePrimary(3)
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].lsn = 0x3000000
+	}
+	f.setNotReady(0)
+	var o replicationObservation
+	for range 120 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		o = f.reconcile()
+		if f.db.Status.TargetPrimary != "" {
+			t.Fatalf("%s was chosen though every standby lags 4 KiB, more than 1Ki", f.db.Status.TargetPrimary)
+		}
+	}
+	if o.change == nil || o.change.reason != dbv1.ReasonFailoverBlocked || !strings.Contains(o.change.message, "more than spec.maxLagOnFailover (1024)") {
+		t.Errorf("change = %+v, want FailoverBlocked naming spec.maxLagOnFailover", o.change)
 	}
 }

@@ -21,6 +21,9 @@ type replicaMemory struct {
 	// stuckSince is when the target of a committed change of primary was
 	// first seen silent, or answering without running; zero while it runs.
 	stuckSince time.Time
+	// primaryLSN is the primary's position (CurrentLSN) as last reported:
+	// a failover's candidate may lag it by at most spec.maxLagOnFailover.
+	primaryLSN replication.LSN
 	// promoted is the pod this controller last saw complete a change of
 	// primary, at promotedAt: its failover clock starts then
 	// (startFailoverClock).

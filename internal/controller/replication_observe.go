@@ -149,9 +149,13 @@ func (r *DatabaseReconciler) cluster(primary string, members []*member, mem *rep
 		if m.name() == primary && m.answered() && m.status.Timeline != 0 {
 			c.Timeline = m.status.Timeline
 		}
+		if m.name() == primary && in.Agent != nil && in.Agent.CurrentLSN != 0 {
+			mem.primaryLSN = in.Agent.CurrentLSN
+		}
 		c.Instances = append(c.Instances, in)
 		seen[m.name()] = true
 	}
+	c.PrimaryPosition = mem.primaryLSN
 	if primary != "" && !seen[primary] {
 		if _, ok := mem.silentSince[primary]; !ok {
 			mem.silentSince[primary] = now

@@ -120,6 +120,12 @@ type Cluster struct {
 	// targetPrimary): of equally advanced candidates it is kept, so that a
 	// tie does not move the choice from one look to the next.
 	Prefer string
+	// PrimaryPosition is the primary's position (CurrentLSN) as last
+	// observed, 0 when unknown; with MaxLag it bounds a candidate's lag.
+	PrimaryPosition LSN
+	// MaxLag is how many bytes behind PrimaryPosition a standby may be and
+	// still be promoted (spec.maxLagOnFailover); nil for no bound.
+	MaxLag *uint64
 	// Synchronous is the quorum the primary's commits wait for, nil when
 	// replication is asynchronous. A failover then promotes only a standby
 	// that holds every acknowledged commit (SynchronousCandidate).
