@@ -47,7 +47,7 @@ func TestAnOrderedReadyStatefulSetIsRecreatedWithItsPodsKept(t *testing.T) {
 	if err := f.client.Create(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	var pods []types.UID
+	pods := make([]types.UID, 0, 3)
 	for i := range 3 {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: "orders-" + strconv.Itoa(i), Labels: old.Spec.Template.Labels,
