@@ -116,6 +116,11 @@ const (
 	// ReasonFailoverBlocked: a failover is due but no standby may be
 	// promoted; the message names each standby and why.
 	ReasonFailoverBlocked = "FailoverBlocked"
+	// ReasonPrimaryUnavailable (Stalled): no server has accepted writes for
+	// longer than spec.failoverTimeout and the bound of a change of
+	// primary, and none can be promoted; the message says why and what a
+	// human can do.
+	ReasonPrimaryUnavailable = "PrimaryUnavailable"
 	// ReasonNoPrimaryChange: the primary stays where it is.
 	ReasonNoPrimaryChange = "NoPrimaryChange"
 	// ReasonStreaming: the primary accepts writes and every standby

@@ -236,6 +236,19 @@ type DatabaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="size(self) <= 32 && self.matches('^([0-9]+(\\\\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$') && duration(self) >= duration('10s') && duration(self) <= duration('10m')",message="must be a duration between 10s and 10m, such as 30s or 2m"
 	FailoverTimeout *metav1.Duration `json:"failoverTimeout,omitempty"`
 
+	// maxLagOnFailover bounds how far behind the primary a standby may be
+	// and still be promoted by a failover, in bytes of write-ahead log
+	// (such as 16Mi), counted from the last position dbkeeper saw the
+	// primary report: a standby further behind would lose more of the
+	// commits the primary acknowledged (Patroni's maximum_lag_on_failover).
+	// When no standby is within it, the failover waits for the primary to
+	// come back, and the Database turns Stalled after a while, saying so.
+	// 0 promotes only a standby at that position. Unset: no bound, the
+	// most advanced standby is promoted. postgres
+	// only; a switchover always waits for every record and is not bound.
+	// +optional
+	MaxLagOnFailover *resource.Quantity `json:"maxLagOnFailover,omitempty"`
+
 	// synchronous makes the commits of a replicated postgres Database
 	// synchronous: the primary acknowledges a commit only once standbys of
 	// the Database have written it to disk, so that a failover never loses

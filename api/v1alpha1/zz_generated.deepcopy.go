@@ -290,6 +290,11 @@ func (in *DatabaseSpec) DeepCopyInto(out *DatabaseSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.MaxLagOnFailover != nil {
+		in, out := &in.MaxLagOnFailover, &out.MaxLagOnFailover
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.Synchronous != nil {
 		in, out := &in.Synchronous, &out.Synchronous
 		*out = new(SynchronousReplication)

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 )
 
 // childConditions are the conditions of the children, in the order they
@@ -85,6 +86,8 @@ func statefulSetState(obs observation) (ok bool, reason, message string) {
 func rollout(obs observation) (ok bool, reason, message string) {
 	sts := obs.statefulSet.live
 	switch {
+	case obs.statefulSet.recreating:
+		return false, dbv1.ReasonRollingOut, fmt.Sprintf("StatefulSet %s is being recreated with its pods kept (podManagementPolicy %s): the pods keep running", obs.statefulSet.name, desired.PodManagement)
 	case obs.statefulSet.created || sts != nil && sts.Status.ObservedGeneration == 0:
 		return false, dbv1.ReasonWaitingForReplicas, fmt.Sprintf("StatefulSet %s was created: 0 of %d replicas ready", obs.statefulSet.name, obs.replicas)
 	case obs.statefulSet.wrote || sts != nil && sts.Status.ObservedGeneration < sts.Generation:
@@ -125,7 +128,7 @@ func setSummaryConditions(status *dbv1.DatabaseStatus, obs observation) {
 		stalled = podProblem(obs.pods, obs.now)
 	}
 	if stalled == nil {
-		stalled = firstProblem(obs.replication.versionMismatch, obs.replication.stalled)
+		stalled = firstProblem(obs.replication.versionMismatch, obs.replication.primaryStuck, obs.replication.stalled)
 	}
 	if stalled != nil {
 		setCondition(status, obs.generation, dbv1.ConditionStalled, true, stalled.reason, stalled.message)

@@ -56,7 +56,7 @@ func allPodsCurrent(sts *appsv1.StatefulSet, pods []corev1.Pod) (bool, string) {
 func (r *DatabaseReconciler) migrateCredentials(ctx context.Context, s *scope) error {
 	live := s.credentials
 	sts := s.obs.statefulSet.live
-	if live == nil || s.credentialsWrote || sts == nil || s.obs.statefulSet.wrote || s.obs.instanceSecret.err != nil {
+	if live == nil || s.credentialsWrote || sts == nil || s.obs.statefulSet.wrote || s.obs.statefulSet.recreating || s.obs.instanceSecret.err != nil {
 		// The next reconcile looks again: the writes of this one are
 		// the cause of one.
 		return nil

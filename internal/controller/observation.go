@@ -77,6 +77,9 @@ type statefulSetObservation struct {
 	created bool
 	// claimsUnbound is true when a claim to grow is not bound yet.
 	claimsUnbound bool
+	// recreating is true while the StatefulSet is being deleted, to be
+	// created again with its pods kept (recreateStatefulSet).
+	recreating bool
 }
 
 // problem is a condition reason with its message.

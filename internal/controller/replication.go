@@ -63,6 +63,17 @@ type replicationObservation struct {
 	// stalled is what makes the Database Stalled: standbys that cannot
 	// progress without a human (standbyProblems); nil when none.
 	stalled *problem
+	// primaryStuck is the Stalled problem of a Database with no writable
+	// server and no standby to promote, for longer than a failover and a
+	// change of primary may take (primaryStuck); nil otherwise.
+	primaryStuck *problem
+	// reservedTimeline is the timeline a target abandoned while silent may
+	// have been promoted to (abandonSilent), recorded as its timeline in
+	// status.instances so that no later promotion chooses it.
+	reservedTimeline struct {
+		pod      string
+		timeline int64
+	}
 	// serverVersion is the version the primary's server was last seen
 	// running (status.serverVersion); "" when never.
 	serverVersion string
@@ -225,6 +236,10 @@ func (run *replicationRun) decide(ctx context.Context) {
 		run.completeChange(ctx, t)
 	}
 	run.cluster = run.r.cluster(out.currentPrimary, run.members, run.mem, run.now)
+	run.startFailoverClock()
+	if q := run.db.Spec.MaxLagOnFailover; q != nil && q.Sign() >= 0 {
+		run.cluster.MaxLag = ptr.To(uint64(q.Value()))
+	}
 	if p := ordinalOf(out.currentPrimary); p >= 0 {
 		run.cluster.Synchronous = run.quorum(p)
 	}
@@ -237,7 +252,7 @@ func (run *replicationRun) decide(ctx context.Context) {
 		// A target told to promote by an operator from before fencing
 		// terms: the change is committed to it now.
 		run.commit(ctx, out.targetPrimary, "it was told to promote before this change was committed")
-	case run.primaryless() && run.byName[out.currentPrimary] != nil && run.byName[out.currentPrimary].answered():
+	case run.primaryless() && run.byName[out.currentPrimary] != nil && run.byName[out.currentPrimary].answered() && !run.promotingElsewhere():
 		run.commit(ctx, out.currentPrimary, fmt.Sprintf("the change of primary in term %d was abandoned, and %s answers", run.term(), out.currentPrimary))
 	case out.targetPrimary != "" && meta.IsStatusConditionTrue(run.s.db.Status.Conditions, dbv1.ConditionSwitchingOver) &&
 		inProgress.Reason == dbv1.ReasonSwitchover:
@@ -251,6 +266,39 @@ func (run *replicationRun) decide(ctx context.Context) {
 	default:
 		run.failover(ctx, false, time.Time{})
 	}
+}
+
+// startFailoverClock starts the failover clock of a primary this
+// controller promoted (replicaMemory.promotedAt) at its promotion, if its
+// pod's Ready condition last changed before: its pod turned not ready
+// while it was a detached or promoting standby, and its kubelet reports it
+// ready a moment after it accepts writes, so a failover would otherwise be
+// due the moment it became writable. A controller that restarts starts
+// again from the pod's condition.
+func (run *replicationRun) startFailoverClock() {
+	c := &run.cluster
+	if run.mem.promoted != c.Primary {
+		return
+	}
+	for i := range c.Instances {
+		if in := &c.Instances[i]; in.Name == c.Primary && !in.Ready && in.ReadyChanged.Before(run.mem.promotedAt) {
+			in.ReadyChanged = run.mem.promotedAt
+		}
+	}
+}
+
+// promotingElsewhere reports whether a pod other than the current primary
+// is being promoted (replication.AgentStatus.Promoting): told to in a term
+// whose change of primary was abandoned while it was silent. The failover
+// rules then take it as the candidate, fencing the old primary first,
+// rather than making the old primary writable beside it.
+func (run *replicationRun) promotingElsewhere() bool {
+	for _, in := range run.cluster.Instances {
+		if in.Name != run.cluster.Primary && in.Agent != nil && in.Agent.Promoting {
+			return true
+		}
+	}
+	return false
 }
 
 // now reads the controller's clock.

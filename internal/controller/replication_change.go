@@ -57,6 +57,7 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		run.switchover()
 	case replication.FailoverBlocked:
 		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
+		out.primaryStuck = primaryStuck(c, policy, run.now, d.Reason)
 		if old := run.byName[c.Primary]; old != nil && old.answered() && old.status.Fenced && old.status.Phase == instance.PhaseFenced {
 			// No standby can take over and the primary fenced itself (its
 			// lease ran out while nobody renewed it): only a new term makes
@@ -82,10 +83,17 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		out.targetPrimary = ""
 		run.steady(ctx)
 	case replication.FailoverFence, replication.FailoverPromote:
-		if out.targetPrimary != d.Candidate {
+		// In a term whose change of primary was abandoned (primaryless),
+		// a target recorded without a new term would read as committed
+		// in it, beside the abandoned one: the candidate is only recorded
+		// by its commit, in a new term.
+		abandoned := run.primaryless()
+		if out.targetPrimary != d.Candidate && !abandoned {
 			run.event(corev1.EventTypeWarning, "Failover", "%s", d.Reason)
 		}
-		out.targetPrimary = d.Candidate
+		if !abandoned {
+			out.targetPrimary = d.Candidate
+		}
 		out.change = &problem{dbv1.ReasonFailover, fmt.Sprintf("failing over from %s to %s: %s", c.Primary, d.Candidate, d.Reason)}
 		out.requeueAfter = untilOr(d.RecheckAt, run.now, changeStepDelay)
 		run.relabel(ctx, "")
@@ -110,7 +118,7 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 		// The promotion is committed once the candidate is recorded in the
 		// status; the primary spec goes out only after the commit is
 		// written (continuePromotion).
-		if d.Action == replication.FailoverPromote && run.s.db.Status.TargetPrimary == d.Candidate {
+		if d.Action == replication.FailoverPromote && (abandoned || run.s.db.Status.TargetPrimary == d.Candidate) {
 			run.commit(ctx, d.Candidate, d.Reason)
 		}
 	}
@@ -221,4 +229,24 @@ func (run *replicationRun) continueSwitchover(ctx context.Context, started time.
 		return
 	}
 	run.commit(ctx, to, fmt.Sprintf("%s has received everything %s wrote (up to %s)", to, from, stopped))
+}
+
+// primaryStuck returns the Stalled problem of a Database whose failover is
+// blocked, once its primary c.Primary has not been ready for
+// policy.Timeout and promotionStuckAfter more: no server accepts writes,
+// none can be promoted, and nothing the controller can do changes that.
+// nil before.
+func primaryStuck(c replication.Cluster, policy replication.FailoverPolicy, now time.Time, why string) *problem {
+	i := slices.IndexFunc(c.Instances, func(in replication.Instance) bool { return in.Name == c.Primary })
+	if i < 0 || c.Instances[i].Ready {
+		return nil
+	}
+	since := c.Instances[i].ReadyChanged
+	if now.Sub(since) < policy.Timeout+promotionStuckAfter {
+		return nil
+	}
+	return &problem{dbv1.ReasonPrimaryUnavailable, fmt.Sprintf(
+		"no server has accepted writes since %s: %s. To resume writes, bring %s back (kubectl describe pod %s: its node, its volume, its events), "+
+			"or fix what keeps each standby from being promoted; dbkeeper promotes one as soon as it qualifies",
+		stamp(since), why, c.Primary, c.Primary)}
 }

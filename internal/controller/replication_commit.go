@@ -10,6 +10,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // A change of primary is committed to its target before the target is sent
@@ -39,7 +40,74 @@ import (
 // abandoned: it is fenced, and once it acknowledges, another candidate may
 // be chosen. A target that runs and is still in recovery is promoting and
 // is waited for, however long it takes.
+//
+// A target whose agent does not answer (its pod is gone and not back, its
+// node is lost, its network is cut) is given the same time, and then
+// abandoned once it cannot be writable (abandonSilent).
 const promotionStuckAfter = 60 * time.Second
+
+// abandonSilent abandons the committed change of primary to the target to,
+// whose agent has not answered for promotionStuckAfter, once it cannot
+// accept writes: it may have been promoted on a primary spec of this term
+// and be running where the controller cannot reach it. A primary spec
+// grants a lease (leaseTTL) that the controller stopped renewing when the
+// target fell silent (targetLease); once it has run out, with fenceMargin,
+// the target's agent has fenced its server, unless every standby streams
+// from it (the lease's exemption). So every standby that streams from the
+// target, or did within fenceMargin, is detached first, as a failover
+// detaches its candidate from an old primary. Then the term is left with
+// no primary (primaryless): the next reconcile makes the previous primary
+// writable again in a new term if its agent answers, or else fails over to
+// the best standby, or says that the Database needs a human
+// (primaryChangeStuck).
+func (run *replicationRun) abandonSilent(ctx context.Context, to string, term int64) {
+	out := &run.out
+	mem := run.mem
+	if len(run.standbyOrdinals(ordinalOf(to))) == 0 {
+		// No lease: nothing would fence it. Cannot happen with standbys.
+		out.change.message += "; it holds no lease, so it cannot be abandoned safely"
+		return
+	}
+	renewed := mem.targetLease.RenewedAt
+	if to == out.currentPrimary && mem.lease.RenewedAt.After(renewed) {
+		renewed = mem.lease.RenewedAt // renewed as the primary before this change
+	}
+	if expiry := renewed.Add(leaseTTL + fenceMargin); run.now.Before(expiry) {
+		out.change.message += fmt.Sprintf("; abandoning it once the lease it may hold runs out at %s", stamp(expiry))
+		out.requeueAfter = untilOr(expiry, run.now, changeStepDelay)
+		return
+	}
+	var following []string
+	for _, m := range run.members {
+		if m.name() == to || !m.answered() || podOfHost(m.status.Upstream) != to {
+			continue
+		}
+		a := agentStatus(m.status, run.now)
+		if !a.Streaming && (a.LastStreamed.IsZero() || !run.now.Before(a.LastStreamed.Add(fenceMargin))) {
+			continue
+		}
+		following = append(following, m.name())
+		detach := instance.Spec{Role: instance.RoleReplica, Slot: replication.SlotName(m.ordinal), Term: term}
+		if m.status.Spec == nil || !specEqual(*m.status.Spec, detach) {
+			run.apply(ctx, m, detach)
+		}
+	}
+	if len(following) > 0 {
+		out.change.message += fmt.Sprintf("; abandoning it once %v, which stream or streamed from it, have left it for %v", following, fenceMargin)
+		return
+	}
+	run.event(corev1.EventTypeWarning, "PromotionAbandoned",
+		"%s did not answer for %v after promoting it was committed in term %d; the lease it may hold ran out and no standby streams from it, so it is not writable: choosing again",
+		to, promotionStuckAfter, term)
+	// Told to promote above the highest timeline known then, which is at
+	// most the highest known now, it may have reached the next one.
+	out.reservedTimeline.pod, out.reservedTimeline.timeline = to, int64(run.highestTimeline())+1
+	out.targetPrimary, out.change = "", nil
+	mem.stuckSince = time.Time{}
+}
+
+// stamp formats a time for a message: UTC, to the second.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // term is the fencing term as stored in the status: the one every spec
 // carries.
@@ -103,8 +171,13 @@ func (run *replicationRun) continuePromotion(ctx context.Context) {
 	}
 	target := run.byName[to]
 	if target == nil || !target.answered() {
-		run.mem.stuckSince = time.Time{}
-		out.change.message += ": waiting for its agent to answer"
+		if run.mem.stuckSince.IsZero() {
+			run.mem.stuckSince = run.now
+		}
+		out.change.message += fmt.Sprintf(": waiting for its agent to answer (silent since %s)", stamp(run.mem.stuckSince))
+		if run.now.Sub(run.mem.stuckSince) >= promotionStuckAfter {
+			run.abandonSilent(ctx, to, term)
+		}
 		return
 	}
 	st := target.status
@@ -140,7 +213,11 @@ func (run *replicationRun) continuePromotion(ctx context.Context) {
 	}
 	// Sent at every step: a repeated spec is idempotent, and renews the
 	// lease of a promotion that takes longer than one.
-	if st := run.apply(ctx, target, run.primarySpec(target)); st != nil {
+	st = run.apply(ctx, target, run.primarySpec(target))
+	// The attempt ended now: a lease the target started when it read the
+	// request ends before now + leaseTTL (abandonSilent).
+	run.mem.targetLease = replication.Lease{RenewedAt: run.r.now()}
+	if st != nil {
 		target.status = st
 		if target.writable() && st.Term >= term {
 			run.completeChange(ctx, target)
@@ -158,6 +235,7 @@ func (run *replicationRun) completeChange(ctx context.Context, target *member) {
 	out.currentPrimary, out.targetPrimary = target.name(), ""
 	out.primaryTerm = max(out.primaryTerm, run.term())
 	run.mem.lease.RenewedAt = run.now
+	run.mem.promoted, run.mem.promotedAt = target.name(), run.now
 	run.mem.stuckSince = time.Time{}
 	run.relabel(ctx, target.name())
 }

@@ -19,8 +19,19 @@ type replicaMemory struct {
 	// silentSince is, per pod, when its agent was first seen not answering.
 	silentSince map[string]time.Time
 	// stuckSince is when the target of a committed change of primary was
-	// first seen answering without running; zero while it runs.
+	// first seen silent, or answering without running; zero while it runs.
 	stuckSince time.Time
+	// primaryLSN is the primary's position (CurrentLSN) as last reported:
+	// a failover's candidate may lag it by at most spec.maxLagOnFailover.
+	primaryLSN replication.LSN
+	// promoted is the pod this controller last saw complete a change of
+	// primary, at promotedAt: its failover clock starts then
+	// (startFailoverClock).
+	promoted   string
+	promotedAt time.Time
+	// targetLease is the lease the target of a committed change of
+	// primary may hold: when the last primary spec sent to it ended.
+	targetLease replication.Lease
 }
 
 // replicaMemories holds a replicaMemory per Database. The zero value is
@@ -42,7 +53,7 @@ func (m *replicaMemories) get(key client.ObjectKey, now time.Time) *replicaMemor
 	}
 	mem, ok := m.byDB[key]
 	if !ok {
-		mem = &replicaMemory{lease: replication.Lease{RenewedAt: now}, silentSince: map[string]time.Time{}}
+		mem = &replicaMemory{lease: replication.Lease{RenewedAt: now}, targetLease: replication.Lease{RenewedAt: now}, silentSince: map[string]time.Time{}}
 		m.byDB[key] = mem
 	}
 	return mem

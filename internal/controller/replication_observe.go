@@ -149,9 +149,13 @@ func (r *DatabaseReconciler) cluster(primary string, members []*member, mem *rep
 		if m.name() == primary && m.answered() && m.status.Timeline != 0 {
 			c.Timeline = m.status.Timeline
 		}
+		if m.name() == primary && in.Agent != nil && in.Agent.CurrentLSN != 0 {
+			mem.primaryLSN = in.Agent.CurrentLSN
+		}
 		c.Instances = append(c.Instances, in)
 		seen[m.name()] = true
 	}
+	c.PrimaryPosition = mem.primaryLSN
 	if primary != "" && !seen[primary] {
 		if _, ok := mem.silentSince[primary]; !ok {
 			mem.silentSince[primary] = now
@@ -176,6 +180,9 @@ func agentStatus(s *instance.Status, now time.Time) *replication.AgentStatus {
 		Timeline:   s.Timeline,
 		Upstream:   podOfHost(s.Upstream),
 		Streaming:  s.Streaming,
+		// Told to be the primary, running and still in recovery: its
+		// promotion is under way.
+		Promoting: s.Spec != nil && s.Spec.Role == instance.RolePrimary && s.Phase == instance.PhaseRunning && s.InRecovery && !s.Fenced,
 	}
 	if s.LastStreamedSecondsAgo != nil {
 		a.LastStreamed = now.Add(-time.Duration(*s.LastStreamedSecondsAgo * float64(time.Second)))

@@ -105,6 +105,15 @@ func (run *replicationRun) report() {
 			out.instances = append(out.instances, dbv1.InstanceStatus{Name: in.Name, Role: in.Role, Timeline: in.Timeline, ServerVersion: in.ServerVersion, Message: "no pod"})
 		}
 	}
+	if r := out.reservedTimeline; r.pod != "" {
+		// A target abandoned while silent may have been promoted onto a
+		// timeline nobody saw: no promotion elsewhere may choose it.
+		if i := slices.IndexFunc(out.instances, func(in dbv1.InstanceStatus) bool { return in.Name == r.pod }); i >= 0 {
+			out.instances[i].Timeline = max(out.instances[i].Timeline, r.timeline)
+		} else {
+			out.instances = append(out.instances, dbv1.InstanceStatus{Name: r.pod, Timeline: r.timeline, Message: "no pod"})
+		}
+	}
 	slices.SortFunc(out.instances, func(a, b dbv1.InstanceStatus) int { return ordinalOf(a.Name) - ordinalOf(b.Name) })
 	out.serverVersion = run.s.db.Status.ServerVersion
 	if i := slices.IndexFunc(out.instances, func(in dbv1.InstanceStatus) bool { return in.Name == out.currentPrimary }); i >= 0 && out.instances[i].ServerVersion != "" {

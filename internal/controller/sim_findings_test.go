@@ -1,10 +1,14 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
@@ -102,5 +106,52 @@ func TestSimLateRenewalCannotRearmTheOldPrimary(t *testing.T) {
 	}
 	if len(h.violations) > 0 || t.Failed() {
 		t.Errorf("%s", h.report(60))
+	}
+}
+
+// TestSimSwitchoverThenDeleteTheNewPrimaryConverges is the sequence of
+// issue 34: a switchover to orders-1 (spec.primary), and 38 s after it
+// completed orders-1's pod is deleted. Writes must resume within
+// livenessBound, whether the StatefulSet recreates the pod at once
+// (Parallel) or holds it back while orders-0, a standby with no primary to
+// stream from, is not ready (OrderedReady, earlier releases): then the
+// change of primary committed to orders-1 is abandoned for another
+// standby.
+func TestSimSwitchoverThenDeleteTheNewPrimaryConverges(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("orderedReady=%v", ordered), func(t *testing.T) {
+			h := simSteady(t, simOptions{replicas: 3, orderedReady: ordered, promoteDelay: 2 * time.Second})
+			db := h.database()
+			db.Spec.Primary = h.podName(1)
+			if err := h.c.Update(context.Background(), db); err != nil {
+				t.Fatal(err)
+			}
+			h.logf("spec.primary = orders-1")
+			for ; h.step < 200 && h.database().Status.CurrentPrimary != h.podName(1); h.step++ {
+				h.probe()
+				h.advance(500 * time.Millisecond)
+			}
+			if h.database().Status.CurrentPrimary != h.podName(1) {
+				t.Fatalf("the switchover to orders-1 did not complete:\n%s", h.report(60))
+			}
+			for range 76 {
+				h.probe()
+				h.advance(500 * time.Millisecond)
+				h.step++
+			}
+			if err := h.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: h.key.Namespace, Name: h.podName(1)}}); err != nil {
+				t.Fatal(err)
+			}
+			s := h.w.servers[1]
+			s.up, s.streaming, s.promoteAt = false, false, time.Time{}
+			s.phase = instance.PhaseStopped
+			h.downUntil[1] = h.step + 10 // the StatefulSet controller's delay and the pod's start
+			h.logf("orders-1 (the new primary) deleted, 38 s after the switchover")
+			took := h.settle(livenessBound)
+			if len(h.violations) > 0 {
+				t.Fatalf("%s", h.report(120))
+			}
+			t.Logf("writes resumed %v after orders-1 was deleted, on %s", took, h.database().Status.CurrentPrimary)
+		})
 	}
 }

@@ -46,7 +46,10 @@ import (
 //     promoted standby never received are lost by design (asynchronous
 //     replication): they are counted, not failed on;
 //  4. status.term never decreases, and no agent accepts a Spec of a term
-//     above the persisted status.term.
+//     above the persisted status.term;
+//  5. liveness: once the faults of a run end (heal), writes resume, on the
+//     Database's current primary with no change of primary under way,
+//     within livenessBound.
 //
 // Every run is reproducible from its seed: DBKEEPER_SIM_SEED=<n> reruns
 // one and logs its whole trace (with -v when it passes).
@@ -98,6 +101,8 @@ type simHarness struct {
 	counts map[string]int
 	// synchronous makes a lost acknowledged commit a violation.
 	synchronous bool
+	// orderedReady: simOptions.orderedReady.
+	orderedReady bool
 }
 
 // simOptions shape a run.
@@ -116,6 +121,11 @@ type simOptions struct {
 	// with the quorum (the Database's first commits, before its first
 	// primary spec, are asynchronous: not modelled).
 	synchronous int32
+	// orderedReady models the StatefulSet's pod management OrderedReady
+	// of earlier releases: a deleted pod is recreated only once every
+	// lower ordinal's pod exists and is ready. By default, Parallel: as
+	// soon as the StatefulSet controller sees it gone.
+	orderedReady bool
 }
 
 func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
@@ -165,7 +175,7 @@ func newSimHarness(t testing.TB, seed uint64, o simOptions) *simHarness {
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), c: c, key: client.ObjectKeyFromObject(db), n: o.replicas,
 		start: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), downUntil: map[int]int{}, readyAt: map[int]int{},
 		acked: map[int]string{}, lost: map[int]bool{}, owner: map[uint32]int{1: 0}, counts: map[string]int{},
-		synchronous: o.synchronous > 0,
+		synchronous: o.synchronous > 0, orderedReady: o.orderedReady,
 	}
 	w := &simWorld{now: h.start, db: db.Name, ip: map[string]int{}, delayNext: map[string]time.Duration{}, rng: rand.New(rand.NewPCG(seed, 0xa9e7)),
 		host: func(pod string) string { return podHost(db, pod) }}
@@ -414,30 +424,37 @@ func (h *simHarness) reconcile(r *DatabaseReconciler, who string) {
 	}
 }
 
+// recreate brings back the deleted pod of ordinal i, as the StatefulSet
+// does.
+func (h *simHarness) recreate(i int) {
+	w := h.w
+	delete(h.downUntil, i)
+	s := w.servers[i]
+	// The pod is recreated: its agent starts again with the data
+	// and the state file it had.
+	wasPrimary := !s.inRecovery && !s.fenced && s.promoteAt.IsZero()
+	s.up, s.spec, s.streaming, s.upstream, s.promoteAt, s.slots, s.lease = true, nil, false, "", time.Time{}, nil, time.Time{}
+	s.inRecovery = true
+	switch {
+	case wasPrimary:
+		// A primary with standbys is held stopped until a spec: a
+		// primary spec starts it writable on its own timeline,
+		// without a promotion that would make a new one.
+		s.phase, s.held = instance.PhaseStopped, true
+	case !s.fenced:
+		s.phase = instance.PhaseRunning
+	}
+	h.addPod(i, false)
+	h.readyAt[i] = h.step + 1 + h.rng.IntN(3)
+	h.logf("orders-%d recreated", i)
+}
+
 // faults draws this step's faults.
 func (h *simHarness) faults() {
 	w := h.w
 	for i, until := range h.downUntil {
-		if h.step >= until {
-			delete(h.downUntil, i)
-			s := w.servers[i]
-			// The pod is recreated: its agent starts again with the data
-			// and the state file it had.
-			wasPrimary := !s.inRecovery && !s.fenced && s.promoteAt.IsZero()
-			s.up, s.spec, s.streaming, s.upstream, s.promoteAt, s.slots, s.lease = true, nil, false, "", time.Time{}, nil, time.Time{}
-			s.inRecovery = true
-			switch {
-			case wasPrimary:
-				// A primary with standbys is held stopped until a spec: a
-				// primary spec starts it writable on its own timeline,
-				// without a promotion that would make a new one.
-				s.phase, s.held = instance.PhaseStopped, true
-			case !s.fenced:
-				s.phase = instance.PhaseRunning
-			}
-			h.addPod(i, false)
-			h.readyAt[i] = h.step + 1 + h.rng.IntN(3)
-			h.logf("orders-%d recreated", i)
+		if h.step >= until && !h.heldBack(i) {
+			h.recreate(i)
 		}
 	}
 	for i, at := range h.readyAt {
@@ -497,6 +514,90 @@ func (h *simHarness) faults() {
 		h.r = h.newReconciler()
 		h.logf("the controller restarts (a new leader with no memory; the old one runs %d more steps)", h.oldUntil-h.step)
 		h.counts["controller restarts"]++
+	}
+}
+
+// heldBack reports whether the StatefulSet holds back the recreation of
+// the pod of ordinal: with OrderedReady, while a lower ordinal's pod is
+// missing or not ready.
+func (h *simHarness) heldBack(ordinal int) bool {
+	if !h.orderedReady {
+		return false
+	}
+	for i := range ordinal {
+		pod := &corev1.Pod{}
+		if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: h.key.Namespace, Name: h.podName(i)}, pod); err != nil {
+			return true
+		}
+		if c := podReadyCondition(pod); c == nil || c.Status != corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// probe sets every pod's Ready condition as its readiness probe would:
+// ready while its server runs as a writable primary or a streaming
+// standby.
+func (h *simHarness) probe() {
+	for _, s := range h.w.servers {
+		if s.up {
+			h.setReady(s.ordinal, s.phase == instance.PhaseRunning && !s.fenced && (s.writable() || s.streaming) && !s.cut)
+		}
+	}
+}
+
+// livenessBound is how soon after the last fault writes must resume
+// (docs/replication.md §21): a failover (spec.failoverTimeout 30 s, the
+// old primary's lease and margin), a change of primary whose target does
+// not come back abandoned (promotionStuckAfter) and the failover after it,
+// a switchover back to spec.primary, and the pods' restarts.
+const livenessBound = 4 * time.Minute
+
+// heal ends every fault: the network cuts, the deleted pods (recreated as
+// the StatefulSet does, held back by OrderedReady), the previous
+// controller; from then on the pods' Ready follows their servers (probe).
+func (h *simHarness) heal() {
+	for _, s := range h.w.servers {
+		s.cut, s.isolated = false, false
+	}
+	for i := range h.downUntil {
+		h.downUntil[i] = h.step
+	}
+	h.w.faults = simFaults{}
+	h.old = nil
+	h.logf("every fault healed: writes must resume within %v", livenessBound)
+}
+
+// settle runs fault-free steps of 1 s after heal until one server accepts
+// writes as the Database's current primary, with no change of primary
+// under way, and returns how long that took; it records a violation when
+// that takes longer than bound.
+func (h *simHarness) settle(bound time.Duration) time.Duration {
+	healed := h.w.now
+	for ; len(h.violations) == 0; h.step++ {
+		h.faults0()
+		h.probe()
+		h.advance(time.Second)
+		db := h.database()
+		if p := ordinalOf(db.Status.CurrentPrimary); db.Status.TargetPrimary == "" && p >= 0 && p < h.n && h.w.servers[p].writable() {
+			return h.w.now.Sub(healed)
+		}
+		if h.w.now.Sub(healed) > bound {
+			h.violate("liveness: no writes %v after every fault healed (current %q, target %q, term %d/%d)",
+				bound, db.Status.CurrentPrimary, db.Status.TargetPrimary, db.Status.Term, db.Status.PrimaryTerm)
+		}
+	}
+	return h.w.now.Sub(healed)
+}
+
+// faults0 recreates the deleted pods whose time has come, and draws no
+// new fault.
+func (h *simHarness) faults0() {
+	for i, until := range h.downUntil {
+		if h.step >= until && !h.heldBack(i) {
+			h.recreate(i)
+		}
 	}
 }
 
@@ -599,9 +700,15 @@ func simulate(t *testing.T, options func(seed uint64) simOptions) {
 	var failed []uint64
 	byKind, counts := map[string]int{}, map[string]int{}
 	total, lost, acked := 0, 0, 0
+	var longest time.Duration // the longest time writes took to resume after the faults healed
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		h := newSimHarness(t, seed, options(seed))
 		h.run(steps, true)
+		if len(h.violations) == 0 {
+			h.heal()
+			took := h.settle(livenessBound)
+			longest = max(longest, took)
+		}
 		total += h.step
 		for k, v := range h.counts {
 			counts[k] += v
@@ -636,8 +743,8 @@ func simulate(t *testing.T, options func(seed uint64) simOptions) {
 		}
 	}
 	elapsed := time.Since(began)
-	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by failover; %v; %d seeds with violations %v",
-		seeds, total, elapsed.Round(time.Millisecond), (elapsed / time.Duration(seeds)).Round(time.Microsecond), acked, lost, counts, len(failed), byKind)
+	t.Logf("simulation: %d seeds, %d steps (%v, %v per seed); %d acknowledged commits, %d lost by failover; writes resumed at most %v after the faults healed (bound %v); %v; %d seeds with violations %v",
+		seeds, total, elapsed.Round(time.Millisecond), (elapsed / time.Duration(seeds)).Round(time.Microsecond), acked, lost, longest, livenessBound, counts, len(failed), byKind)
 	if len(failed) > 0 {
 		t.Errorf("violations on seeds %v", failed)
 	}
@@ -656,6 +763,8 @@ func violationKind(v string) string {
 		return "3:re-clone without authorisation"
 	case strings.Contains(v, "acknowledged commits of timeline"):
 		return "3:acknowledged commits of a newer timeline discarded"
+	case strings.Contains(v, "liveness"):
+		return "5:writes did not resume"
 	case strings.Contains(v, "synchronous replication lost"):
 		return "3:acknowledged commits lost under synchronous replication"
 	default:

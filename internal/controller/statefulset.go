@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -9,8 +10,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
@@ -39,6 +42,19 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 		Owned: func() (any, error) { return appsv1ac.ExtractStatefulSet(live, desired.FieldManager) },
 	}
 	res, err := r.findOrCreate(ctx, s, c)
+	if err == nil && res.Found && live.DeletionTimestamp != nil {
+		// Deleted, by the migration below or by someone else: nothing is
+		// written to it, and it is created again once it is gone. Its
+		// pods keep running meanwhile, and their roles are driven.
+		obs.live = live
+		obs.recreating = true
+		return obs
+	}
+	if err == nil && res.Found && metav1.IsControlledBy(live, s.db) && live.Spec.PodManagementPolicy != desired.PodManagement {
+		obs.err = r.recreateStatefulSet(ctx, s, live)
+		obs.live, obs.recreating = live, obs.err == nil
+		return obs
+	}
 	if err == nil && res.Found {
 		// volumeClaimTemplates are immutable: a larger size is applied
 		// to the claims themselves.
@@ -55,6 +71,35 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 	}
 	obs.blocked = firstProblem(missingClass, res.blocked, resizeFailed)
 	return obs
+}
+
+// recreateStatefulSet deletes the StatefulSet of an earlier release, whose
+// pod management policy (OrderedReady) is immutable, so that the next
+// reconcile creates it with desired.PodManagement. The deletion orphans
+// its dependents: the garbage collector only takes the StatefulSet's owner
+// reference off the pods, their claims and the controller revisions, and
+// the new StatefulSet, whose selector is the same, adopts them. No pod
+// restarts and no volume is touched. The deletion is conditional on the
+// StatefulSet read, so that a newer one is never deleted, and happens once:
+// the new one has the policy.
+func (r *DatabaseReconciler) recreateStatefulSet(ctx context.Context, s *scope, live *appsv1.StatefulSet) error {
+	err := r.Client.Delete(ctx, live,
+		client.PropagationPolicy(metav1.DeletePropagationOrphan),
+		client.Preconditions{UID: &live.UID, ResourceVersion: &live.ResourceVersion})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // gone or changed since it was read: look again
+	case err != nil:
+		return fmt.Errorf("deleting StatefulSet %s to recreate it with podManagementPolicy %s: %w", live.Name, desired.PodManagement, err)
+	}
+	kind := r.kindOf(live)
+	apply.CountWrite(kind.Kind, "delete")
+	note := fmt.Sprintf("recreating StatefulSet %s with podManagementPolicy %s (was %s, which is immutable): deleted with propagationPolicy Orphan, its %d pods and their volumes are kept and the new StatefulSet adopts them",
+		live.Name, desired.PodManagement, cmp.Or(live.Spec.PodManagementPolicy, appsv1.OrderedReadyPodManagement), live.Status.Replicas)
+	r.Recorder.Eventf(s.db, &corev1.ObjectReference{APIVersion: kind.GroupVersion().String(), Kind: kind.Kind, Namespace: live.Namespace, Name: live.Name},
+		corev1.EventTypeNormal, "StatefulSetRecreated", "Apply", "%s", note)
+	log.FromContext(ctx).Info("recreating the StatefulSet with its pods kept", "statefulSet", live.Name, "podManagementPolicy", desired.PodManagement)
+	return nil
 }
 
 // claimTemplateSize returns the storage request of the data claim template

@@ -96,7 +96,9 @@ func liveStatefulSet(t *testing.T, desired *appsv1ac.StatefulSetApplyConfigurati
 	liveMeta(t, &sts.ObjectMeta, desired)
 	spec := &sts.Spec
 	spec.RevisionHistoryLimit = ptr.To[int32](10)
-	spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	if spec.PodManagementPolicy == "" {
+		spec.PodManagementPolicy = appsv1.OrderedReadyPodManagement
+	}
 	spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](0)}
 	pod := &spec.Template.Spec
 	pod.RestartPolicy = corev1.RestartPolicyAlways

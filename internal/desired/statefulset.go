@@ -112,6 +112,10 @@ const (
 	probeHost = "127.0.0.1"
 )
 
+// PodManagement is the pod management policy of every Database's
+// StatefulSet (StatefulSet).
+const PodManagement = appsv1.ParallelPodManagement
+
 // runDirs are the directories each engine's image writes its Unix socket
 // and lock files to; with a read-only root file system they need a volume.
 var runDirs = map[dbv1.Engine]string{
@@ -132,12 +136,17 @@ var runDirs = map[dbv1.Engine]string{
 // first operator version with it restarts every existing postgres pod once,
 // in the StatefulSet's rolling update.
 //
-// The update strategy stays RollingUpdate and the pod management policy the
-// default, OrderedReady, although replication wants OnDelete and Parallel
-// (docs/replication.md §17): the pod management policy is immutable on an
-// existing StatefulSet, so changing it means an orphaning delete and
-// re-create, which the controller will do when it orders rolling changes
-// itself; until then the StatefulSet controller rolls the pods.
+// Pods are managed in parallel (PodManagementParallel): the roles are the
+// operator's, not the ordinals', so a standby has nothing to gain from
+// waiting for the pods below it, and an ordered start-up would hold back
+// the very pod a change of primary waits for (ordinal 1 is not recreated
+// while ordinal 0, a standby with no primary to stream from, is not
+// ready). The StatefulSet of an earlier release, OrderedReady, is
+// recreated once with its pods kept (controller/statefulset.go), since the
+// policy is immutable. The update strategy stays RollingUpdate, whose
+// order (highest ordinal first, one pod at a time, each once the one
+// before is ready) does not depend on the pod management policy
+// (docs/replication.md §17).
 func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConfiguration {
 	info := engineInfo(db)
 
@@ -175,6 +184,7 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 		WithSpec(appsv1ac.StatefulSetSpec().
 			WithReplicas(ptr.Deref(db.Spec.Replicas, 0)).
 			WithServiceName(HeadlessServiceName(db)).
+			WithPodManagementPolicy(PodManagement).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(SelectorLabels(db))).
 			WithUpdateStrategy(appsv1ac.StatefulSetUpdateStrategy().
 				WithType(appsv1.RollingUpdateStatefulSetStrategyType).

@@ -53,8 +53,8 @@ func TestStatefulSetShape(t *testing.T) {
 				ptr.Deref(u.RollingUpdate.Partition, -1) != 0 || u.RollingUpdate.MaxUnavailable != nil {
 				t.Errorf("updateStrategy = %+v, want RollingUpdate with partition 0", u)
 			}
-			if spec.PodManagementPolicy != "" {
-				t.Errorf("podManagementPolicy = %q, want it left to the default", spec.PodManagementPolicy)
+			if spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+				t.Errorf("podManagementPolicy = %q, want Parallel: an ordered start-up holds back the pod a change of primary waits for", spec.PodManagementPolicy)
 			}
 			c := onlyContainer(t, sts)
 			if c.Name != string(tt.db.Spec.Engine) || c.Image != tt.db.Spec.Image {

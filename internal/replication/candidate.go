@@ -16,7 +16,8 @@ import (
 // A standby may be promoted only when its pod is not being deleted, its
 // agent answers, it is not fenced, it is in recovery, it streams from
 // c.Primary on the primary's timeline, and it was streaming at or after
-// streamedAfter. For a switchover pass the current time: the target must be
+// streamedAfter, and, with c.MaxLag set, it is no more than c.MaxLag bytes
+// behind c.PrimaryPosition. For a switchover pass the current time: the target must be
 // streaming now. For a failover pass the time the primary stopped being
 // ready less a grace: a standby whose stream broke because the primary
 // failed is exactly the one to promote, so readiness of the standby (which
@@ -88,6 +89,9 @@ func notPromotable(c Cluster, in Instance, streamedAfter time.Time) string {
 		return "it stopped streaming at " + stamp(a.LastStreamed) + ", before " + stamp(streamedAfter)
 	case a.Position() == 0:
 		return "it reports no WAL position"
+	case c.MaxLag != nil && c.PrimaryPosition > a.Position() && uint64(c.PrimaryPosition-a.Position()) > *c.MaxLag:
+		return fmt.Sprintf("it is %d bytes behind the primary's last known position %s, more than spec.maxLagOnFailover (%d)",
+			uint64(c.PrimaryPosition-a.Position()), c.PrimaryPosition, *c.MaxLag)
 	}
 	return ""
 }

@@ -31,6 +31,24 @@ func TestCandidate(t *testing.T) {
 			want: "orders-2",
 		},
 		{
+			name: "promotes a standby within spec.maxLagOnFailover of the primary's last known position",
+			c: lagBound(cluster(primary, pod(1, at("0/3000000", "0/3000000")), pod(2, at("0/2F00000", "0/2F00000"))),
+				"0/3000100", 0x200),
+			want: "orders-1",
+		},
+		{
+			name: "promotes no standby further behind than spec.maxLagOnFailover",
+			c: lagBound(cluster(primary, pod(1, at("0/3000000", "0/3000000")), pod(2, at("0/2F00000", "0/2F00000"))),
+				"0/3000100", 0x80),
+			wantErr: []string{"orders-1: it is 256 bytes behind the primary's last known position 0/3000100, more than spec.maxLagOnFailover (128)",
+				"orders-2: it is 1048832 bytes behind"},
+		},
+		{
+			name: "does not bound the lag when the primary's position is unknown",
+			c:    lagBound(cluster(primary, pod(1, at("0/3000000", "0/3000000"))), "0/0", 0x80),
+			want: "orders-1",
+		},
+		{
 			name: "breaks a tie by the lowest ordinal",
 			c:    cluster(primary, pod(2), pod(1)),
 			want: "orders-1",
@@ -157,4 +175,10 @@ func TestAhead(t *testing.T) {
 			t.Errorf("Ahead(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
+}
+
+// lagBound sets the primary's last known position and spec.maxLagOnFailover.
+func lagBound(c Cluster, primary string, maxLag uint64) Cluster {
+	c.PrimaryPosition, c.MaxLag = lsn(primary), &maxLag
+	return c
 }

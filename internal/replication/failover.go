@@ -128,6 +128,11 @@ func (d FailoverDecision) RenewLease() bool {
 // primary acknowledged, and otherwise answers FailoverBlocked saying why
 // (SynchronousCandidate).
 //
+// A standby being promoted (AgentStatus.Promoting) is the only candidate,
+// whatever it reports, from the moment it is seen, and the primary itself
+// being promoted again makes it wait: a change of primary was committed
+// to it, and choosing another server would make two primaries.
+//
 // The primary must be among c.Instances even when its pod is missing: the
 // controller passes it as not ready, with ReadyChanged set to when it first
 // saw the pod missing.
@@ -139,6 +144,23 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 	if primary == nil {
 		return FailoverDecision{Action: FailoverWait,
 			Reason: fmt.Sprintf("the primary %s has not been observed", c.Primary)}
+	}
+	if in := c.promoting(); in != nil {
+		if in.Name == c.Primary {
+			// The primary itself is being made writable again (in a new
+			// term, after a change of primary was abandoned): no other
+			// server may be promoted meanwhile.
+			return FailoverDecision{Action: FailoverWait, RecheckAt: now.Add(handOverRecheck),
+				Reason: fmt.Sprintf("the primary %s is being promoted", c.Primary)}
+		}
+		// A change of primary was committed to in, which may accept
+		// writes any moment: promoting any other server would make two
+		// primaries. It is the candidate, whatever it reports (it streams
+		// from nobody, and reports no position while it replays), and the
+		// old primary is fenced first as for any other candidate.
+		d := fenceOrPromote(c, *primary, *in, lease, p, now)
+		d.Reason = fmt.Sprintf("%s is being promoted: %s", in.Name, d.Reason)
+		return d
 	}
 	if primary.Ready && !primary.Terminating {
 		return FailoverDecision{Action: FailoverNone, Reason: fmt.Sprintf("the primary %s is ready", c.Primary)}
@@ -190,6 +212,24 @@ func DecideFailover(c Cluster, lease Lease, p FailoverPolicy, now time.Time) Fai
 		d.RecheckAt = now.Add(handOverRecheck)
 	}
 	return d
+}
+
+// promoting returns the instance being promoted (AgentStatus.Promoting),
+// nil when none; of several (which a controller keeping its terms never
+// makes), the most advanced, then the lowest ordinal.
+func (c Cluster) promoting() *Instance {
+	var found *Instance
+	for i := range c.Instances {
+		in := &c.Instances[i]
+		if in.Agent == nil || !in.Agent.Promoting || in.Agent.Fenced || in.Terminating {
+			continue
+		}
+		if found == nil || in.Agent.Position() > found.Agent.Position() ||
+			in.Agent.Position() == found.Agent.Position() && in.Ordinal < found.Ordinal {
+			found = in
+		}
+	}
+	return found
 }
 
 // handOverRecheck is how often a failover looks again while the old

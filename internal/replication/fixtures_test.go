@@ -69,6 +69,14 @@ func stoppedStreaming(t time.Time) option {
 	return agent(func(a *AgentStatus) { a.Streaming, a.LastStreamed = false, t })
 }
 
+// promoting makes the pod a standby being promoted: told to, it left its
+// upstream at t and replays what it holds, reporting no position.
+func promoting(t time.Time) option {
+	return agent(func(a *AgentStatus) {
+		a.Promoting, a.Upstream, a.Streaming, a.LastStreamed, a.ReceiveLSN, a.ReplayLSN = true, "", false, t, 0, 0
+	})
+}
+
 // silent makes the pod's agent not answer.
 func silent(in *Instance) { in.Agent = nil }
 

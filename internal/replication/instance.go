@@ -71,6 +71,12 @@ type AgentStatus struct {
 	Fenced bool
 	// InRecovery is pg_is_in_recovery(): true on a standby.
 	InRecovery bool
+	// Promoting is true while the server is being promoted: its agent
+	// accepted a primary Spec and the server is still in recovery (it
+	// replays what it holds before it accepts writes) or not running yet.
+	// A change of primary was committed to it, so it is the only standby
+	// that may be promoted (DecideFailover).
+	Promoting bool
 	// Timeline is the server's current timeline.
 	Timeline uint32
 	// Upstream is the pod the standby streams from, or streamed from until
@@ -114,6 +120,12 @@ type Cluster struct {
 	// targetPrimary): of equally advanced candidates it is kept, so that a
 	// tie does not move the choice from one look to the next.
 	Prefer string
+	// PrimaryPosition is the primary's position (CurrentLSN) as last
+	// observed, 0 when unknown; with MaxLag it bounds a candidate's lag.
+	PrimaryPosition LSN
+	// MaxLag is how many bytes behind PrimaryPosition a standby may be and
+	// still be promoted (spec.maxLagOnFailover); nil for no bound.
+	MaxLag *uint64
 	// Synchronous is the quorum the primary's commits wait for, nil when
 	// replication is asynchronous. A failover then promotes only a standby
 	// that holds every acknowledged commit (SynchronousCandidate).

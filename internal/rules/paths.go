@@ -27,6 +27,7 @@ var (
 	protectionPath   = specPath.Child("deletionProtection")
 	primaryPath      = specPath.Child("primary")
 	failoverPath     = specPath.Child("failoverTimeout")
+	maxLagPath       = specPath.Child("maxLagOnFailover")
 	backupPath       = specPath.Child("backup")
 	bootstrapPath    = specPath.Child("bootstrap")
 )
@@ -34,7 +35,7 @@ var (
 // reportOrder is the order in which Validate reports the spec's fields.
 var reportOrder = []*field.Path{
 	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
-	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath,
+	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath, maxLagPath,
 	synchronousPath, backupPath, tlsPath, bootstrapPath,
 }
 

@@ -109,6 +109,24 @@ func validateFailoverTimeout(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec
 	}
 }
 
+// validateMaxLag checks spec.maxLagOnFailover: unset for an engine
+// dbkeeper does not replicate, and otherwise a whole, non-negative number
+// of bytes.
+func validateMaxLag(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
+	lag := spec.MaxLagOnFailover
+	switch {
+	case engine == nil || lag == nil:
+		return
+	case engine.MaxReplicas <= 1:
+		*errs = append(*errs, field.Forbidden(maxLagPath, fmt.Sprintf(
+			"%s runs a single server, with no standby to fail over to; leave spec.maxLagOnFailover unset", engine.Name)))
+	case lag.Sign() < 0:
+		*errs = append(*errs, field.Invalid(maxLagPath, lag.String(), "may not be negative: a number of bytes of write-ahead log, such as 16Mi"))
+	case lag.MilliValue()%1000 != 0:
+		*errs = append(*errs, field.Invalid(maxLagPath, lag.String(), "must be a whole number of bytes, such as 16Mi"))
+	}
+}
+
 // shortDuration writes a duration without its zero units: 10m, not 10m0s.
 func shortDuration(d time.Duration) string {
 	s := d.String()

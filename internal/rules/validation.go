@@ -58,6 +58,7 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateNetworkPolicy(spec, &errs)
 	validatePrimary(db, &errs)
 	validateFailoverTimeout(engine, spec, &errs)
+	validateMaxLag(engine, spec, &errs)
 	validateSynchronous(engine, spec, &errs)
 	validateBackup(engine, spec, &errs)
 	validateTLS(engine, spec, &errs)

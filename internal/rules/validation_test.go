@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
@@ -229,6 +231,23 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 			name: "a mysql failover timeout", db: validMySQL(fixture.WithFailoverTimeout(time.Minute)),
 			want:   []fieldError{forbidden("spec.failoverTimeout")},
 			detail: "spec.failoverTimeout: Forbidden: mysql runs a single server, with no standby to fail over to; leave spec.failoverTimeout unset",
+		},
+
+		// spec.maxLagOnFailover
+		{name: "a postgres lag bound", db: valid(withMaxLag("16Mi"))},
+		{name: "a zero lag bound", db: valid(withMaxLag("0"))},
+		{
+			name: "a negative lag bound", db: valid(withMaxLag("-1Mi")),
+			want: []fieldError{invalidAt("spec.maxLagOnFailover")}, detail: `spec.maxLagOnFailover: Invalid value: "-1Mi": may not be negative`,
+		},
+		{
+			name: "a fractional lag bound", db: valid(withMaxLag("1500m")),
+			want: []fieldError{invalidAt("spec.maxLagOnFailover")}, detail: "must be a whole number of bytes",
+		},
+		{
+			name: "a mysql lag bound", db: validMySQL(withMaxLag("16Mi")),
+			want:   []fieldError{forbidden("spec.maxLagOnFailover")},
+			detail: "spec.maxLagOnFailover: Forbidden: mysql runs a single server, with no standby to fail over to; leave spec.maxLagOnFailover unset",
 		},
 
 		// spec.storage
@@ -624,4 +643,9 @@ func TestValidateDelete(t *testing.T) {
 		assertErrors(t, errs)
 		assertWarnings(t, warnings, "spec.deletionPolicy is Delete: the PersistentVolumeClaims and all data of Database orders are deleted with it")
 	})
+}
+
+// withMaxLag sets spec.maxLagOnFailover.
+func withMaxLag(q string) fixture.Option {
+	return with(func(db *dbv1.Database) { db.Spec.MaxLagOnFailover = ptr.To(resource.MustParse(q)) })
 }
