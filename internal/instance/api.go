@@ -288,8 +288,12 @@ type Status struct {
 	// InRecovery is pg_is_in_recovery(): true on a standby. Meaningful
 	// only in PhaseRunning.
 	InRecovery bool `json:"inRecovery"`
-	// Timeline is the server's timeline (pg_control_checkpoint() while
-	// running, pg_controldata while stopped), 0 when unknown.
+	// Timeline is the server's timeline, 0 when unknown: a running
+	// primary's is the timeline it writes, a running standby's the one it
+	// replayed (IDENTIFY_SYSTEM) or receives, never its last restartpoint's
+	// (which lags a timeline switch); a stopped server's is from
+	// pg_controldata (the later of the last checkpoint's and the minimum
+	// recovery point's).
 	Timeline uint32 `json:"timeline,omitempty"`
 	// ServerVersion is the server's version as the server reports it
 	// (server_version) without a distribution's suffix, such as "17.10":

@@ -1085,7 +1085,11 @@ func (a *Agent) poll(ctx context.Context) {
 	a.mu.Unlock()
 	now := time.Now()
 	if mode == modeStandby {
-		pid, err := a.db.Streaming(ctx)
+		pid, inRecovery, err := a.db.Streaming(ctx)
+		if err == nil && observedMode(mode, inRecovery) == modePrimary {
+			a.adoptPromotion(ctx)
+			return
+		}
 		a.mu.Lock()
 		// Streaming is the same WAL receiver seen streaming at two polls
 		// in a row: one that the upstream refuses connects, streams for a
@@ -1130,6 +1134,29 @@ func (a *Agent) poll(ctx context.Context) {
 		seen = append(seen, slotSeen{Slot: r.Slot, Active: r.Active, ReplyAgo: ago})
 	}
 	a.slotPoll = slotPoll{At: now, Seen: seen}
+}
+
+// adoptPromotion makes the agent's mode primary when the server it
+// started as a standby is no longer in recovery: a promotion that
+// outlived pg_promote's wait (which then returns false, and the action
+// failed) finished since. The agent takes the role from the server, not
+// from memory: otherwise every step would promote again ("recovery is not
+// in progress"), the primary's slots and roles would never be set up, and
+// the lease watchdog, which acts on a primary only, would never fence it.
+// A server promoted by hand is taken for a primary too: a replica Spec
+// then demotes it.
+func (a *Agent) adoptPromotion(ctx context.Context) {
+	a.mu.Lock()
+	if a.mode != modeStandby {
+		a.mu.Unlock()
+		return
+	}
+	a.mode, a.runUpstream, a.runSlot = modePrimary, "", ""
+	a.streamingNow, a.receiverPID = false, 0
+	a.startGen++
+	a.mu.Unlock()
+	a.logf("the server is no longer in recovery (a promotion finished after its call returned, or was made by hand): running it as a primary")
+	go a.checkpointAfterPromotion(ctx)
 }
 
 // cleanlyShutDown reports a pg_controldata cluster state after a clean

@@ -21,11 +21,11 @@ import (
 // through slot1.
 func (c *cluster) pair(lease int32) {
 	c.t.Helper()
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
-	c.Start(1)
+	c.start(1)
 	c.waitFor("db-1's agent to answer", 10*time.Second, func() error {
 		_, err := c.client.Status(context.Background(), c.ip(1), c.creds)
 		return err
@@ -111,7 +111,7 @@ func TestAgentFencingTerm(t *testing.T) {
 
 	// The term is kept across a restart of the agent.
 	c.stop(0)
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0's agent to answer after its restart", 10*time.Second, func() error {
 		st, err := c.client.Status(context.Background(), c.ip(0), c.creds)
 		if err != nil || st.Term != 2 || !st.Fenced {
@@ -302,12 +302,12 @@ func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
 func (c *cluster) trio() {
 	c.t.Helper()
 	h0 := c.ip(0)
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "CREATE TABLE t (n integer PRIMARY KEY)")
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
-	c.Start(1)
-	c.Start(2)
+	c.start(1)
+	c.start(2)
 	for _, i := range []int{1, 2} {
 		c.waitFor(fmt.Sprintf("db-%d's agent to answer", i), 10*time.Second, func() error {
 			_, err := c.client.Status(context.Background(), c.ip(i), c.creds)
@@ -393,7 +393,7 @@ func (c *cluster) restartPastFork(prepare func()) {
 		}
 		c.chown(path)
 	}
-	c.Start(2)
+	c.start(2)
 	c.waitFor("db-2's server to refuse to start", 30*time.Second, func() error {
 		if log, _ := os.ReadFile(filepath.Join(c.dir(2), "agent.log")); !strings.Contains(string(log), "is not a child of this server's history") {
 			return errors.New("not yet in its log")
@@ -561,7 +561,7 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 	}
 
 	// Started again, it stays fenced: only a later term makes it a primary.
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 back, fenced", 30*time.Second, func() error { return c.reportsFence(0) })
 	if err := c.ready(0); err == nil {
 		t.Error("db-0, fenced, is ready")
@@ -569,7 +569,7 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 
 	// Promoted in term 2, then stopped with no fence coming: it exits
 	// within the linger, and its state is not fenced.
-	c.Promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	c.waitFor("db-0 ready as primary again", 30*time.Second, func() error { return c.ready(0) })
 	start := time.Now()
 	c.stop(0)
@@ -587,12 +587,12 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 
 	// The fence first, then SIGTERM before any status: the fence is
 	// reported all the same before the agent exits.
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0's agent to answer", 10*time.Second, func() error {
 		_, err := c.client.Status(context.Background(), c.ip(0), c.creds)
 		return err
 	})
-	c.Promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	c.waitFor("db-0 ready as primary once more", 30*time.Second, func() error { return c.ready(0) })
 	if _, err := c.client.Apply(context.Background(), c.ip(0), c.creds, instance.Spec{Role: instance.RoleFenced, Term: c.term}); err != nil {
 		t.Fatal(err)

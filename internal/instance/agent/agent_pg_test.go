@@ -169,7 +169,7 @@ func (c *cluster) chown(path string) {
 
 // start starts (or restarts, on the same directories) the agent of
 // ordinal i.
-func (c *cluster) Start(i int) {
+func (c *cluster) start(i int) {
 	c.t.Helper()
 	c.prepareDirs(i)
 	logPath := filepath.Join(c.dir(i), "agent.log")
@@ -352,7 +352,7 @@ func (c *cluster) apply(i int, spec instance.Spec) *instance.Status {
 
 // promote sends db-i a primary Spec in a new term, as the operator does
 // for a change of primary.
-func (c *cluster) Promote(i int, spec instance.Spec) {
+func (c *cluster) promote(i int, spec instance.Spec) {
 	c.t.Helper()
 	c.term++
 	c.apply(i, spec)
@@ -465,7 +465,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 
 	// Ordinal 0 initializes its empty data directory and runs as a
 	// primary with no call from the operator.
-	c.Start(0)
+	c.start(0)
 	took := c.waitFor("db-0 ready on its own", 60*time.Second, func() error { return c.ready(0) })
 	t.Logf("db-0 initialized and ready as primary, with no Spec, after %v", took.Round(100*time.Millisecond))
 	// The entrypoint's temporary server, an orphan once pg_ctl exited, is
@@ -486,7 +486,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	c.mustSQL(0, "INSERT INTO t SELECT generate_series(1, 10)")
 
 	// Ordinal 1 waits, then clones from 0 through its slot and streams.
-	c.Start(1)
+	c.start(1)
 	c.waitFor("db-1 waiting", 10*time.Second, func() error {
 		st, err := c.client.Status(context.Background(), h1, c.creds)
 		if err != nil || st.Phase != instance.PhaseWaiting {
@@ -540,7 +540,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	want := c.mustSQL(0, rows)
 	swStart := time.Now()
 	stopped := c.demote(0, 1, slot0, 30*time.Second)
-	c.Promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 60})
+	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, LeaseSeconds: 60})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	t.Logf("switchover: db-1 writable %v after the demotion began (db-0 stopped at %s)", time.Since(swStart).Round(10*time.Millisecond), stopped)
 	if got := c.mustSQL(1, rows); got != want {
@@ -588,10 +588,10 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	})
 	c.mustSQL(1, "INSERT INTO t VALUES (1000)") // only on db-1: rewound away
 	c.kill(1)
-	c.Promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	c.waitFor("db-0 ready as primary", 30*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "INSERT INTO t VALUES (2000)")
-	c.Start(1)
+	c.start(1)
 	// A primary with standbys restarted waits, stopped, for a Spec: it is
 	// not started read-only and promoted onto a new timeline by itself.
 	c.waitFor("db-1 up and held stopped", 30*time.Second, func() error {
@@ -640,7 +640,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.chown(statePath)
-	c.Start(2)
+	c.start(2)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60})
 	c.waitFor("db-2 up and held stopped (its state says primary with standbys)", 30*time.Second, func() error {
 		st, err := c.client.Status(context.Background(), c.ip(2), c.creds)

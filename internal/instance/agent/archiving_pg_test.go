@@ -82,7 +82,7 @@ func TestAgentReportsArchiving(t *testing.T) {
 	c.env = append(c.env, instance.EnvArchiverSocket+"="+sock)
 	c.pgFlags = append(c.pgFlags, "-c", "archive_mode=on",
 		"-c", "archive_command="+c.bin+" "+archiver.CommandArchive+" --socket "+sock+" %p")
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 ready", 60*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "CREATE TABLE t (n integer)")
 	switchWAL := func() {

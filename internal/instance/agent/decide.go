@@ -138,6 +138,17 @@ type current struct {
 	Diverged bool
 }
 
+// observedMode is the running server's mode as the server reports it: a
+// server the agent started as a standby that is no longer in recovery was
+// promoted (maybe after the agent's pg_promote call returned). A primary
+// is never taken back for a standby: only a restart makes one.
+func observedMode(mode runMode, inRecovery bool) runMode {
+	if mode == modeStandby && !inRecovery {
+		return modePrimary
+	}
+	return mode
+}
+
 // action is one step of convergence.
 type action int
 

@@ -231,6 +231,9 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 		return s
 	}
 	s.InRecovery, s.Timeline = p.InRecovery, p.Timeline
+	if p.InRecovery {
+		s.Timeline = a.standbyTimeline(ctx, p)
+	}
 	s.ServerVersion = a.noteServerVersion(p.ServerVersion)
 	s.ReceiveLSN, s.ReplayLSN, s.CurrentLSN = a.received(p.Receive), p.Replay, p.Current
 	s.Streaming = p.InRecovery && p.Streaming && streamingUpstream != ""
@@ -305,4 +308,20 @@ func (a *Agent) received(now string) string {
 		return now
 	}
 	return a.maxReceived.String()
+}
+
+// standbyTimeline is the running standby's timeline from its own
+// knowledge: the timeline of the WAL it replayed (ReplayTimeline), or the
+// one its WAL receiver receives when that is later (received, not yet
+// replayed). Only when the server does not answer IDENTIFY_SYSTEM does it
+// fall back to Progress's value, whose control-file timeline may be stale.
+func (a *Agent) standbyTimeline(ctx context.Context, p postgres.Progress) uint32 {
+	tli, err := a.db.ReplayTimeline(ctx)
+	if err != nil {
+		return p.Timeline
+	}
+	if p.Streaming && p.Timeline > tli {
+		return p.Timeline
+	}
+	return tli
 }

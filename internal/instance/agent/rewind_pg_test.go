@@ -39,7 +39,7 @@ func TestAgentRewindsAfterASwitchoverThenAFailover(t *testing.T) {
 	// The switchover, as the operator makes it: db-0 demoted, db-1
 	// promoted in term 2, db-2 sent to follow it.
 	c.demote(0, 1, slot0, 60*time.Second)
-	c.Promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0, slot2}, LeaseSeconds: 60})
+	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0, slot2}, LeaseSeconds: 60})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h1, Slot: slot2})
 	c.waitFor("db-1's control file on timeline 2 (its checkpoint after the promotion)", 30*time.Second, func() error {
@@ -90,7 +90,7 @@ func TestAgentRewindsAfterASwitchoverThenAFailover(t *testing.T) {
 		}
 		return nil
 	})
-	c.Promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot2}, LeaseSeconds: 60})
 	c.waitFor("db-0 ready as primary", 30*time.Second, func() error { return c.ready(0) })
 	c.mustSQL(0, "INSERT INTO t VALUES (5000)")
 	logPath := filepath.Join(c.dir(2), "agent.log")
@@ -198,7 +198,7 @@ func TestAgentRewindsAPrimaryThatFencedItself(t *testing.T) {
 
 			// db-1 is promoted in term 2 and takes row 5000; db-0 and db-2
 			// follow it.
-			c.Promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0, slot2}, LeaseSeconds: 60})
+			c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0, slot2}, LeaseSeconds: 60})
 			c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 			c.mustSQL(1, "INSERT INTO t VALUES (5000)")
 			logPath := filepath.Join(c.dir(0), "agent.log")

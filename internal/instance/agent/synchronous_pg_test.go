@@ -121,7 +121,7 @@ func TestAgentSynchronousReplication(t *testing.T) {
 	// A switchover: db-1 is promoted with db-0 as its synchronous standby.
 	c.demote(0, 1, slot0, 60*time.Second)
 	const want1 = `ANY 1 ("db-0")`
-	c.Promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, Synchronous: quorum("db-0")})
+	c.promote(1, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot0}, Synchronous: quorum("db-0")})
 	c.waitFor("db-1 ready as primary", 30*time.Second, func() error { return c.ready(1) })
 	if got := c.mustSQL(1, "SHOW synchronous_standby_names"); got != want1 {
 		t.Errorf("db-1, promoted, runs with synchronous_standby_names %q, want %q", got, want1)
@@ -164,7 +164,7 @@ func TestAgentSynchronousReplication(t *testing.T) {
 	// checkpoint of its earlier demotion, which a later switchover from
 	// it would otherwise take for its own.
 	c.demote(1, 0, slot1, 60*time.Second)
-	c.Promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, Synchronous: quorum("db-1")})
+	c.promote(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, Synchronous: quorum("db-1")})
 	c.waitFor("db-0 ready as primary", 30*time.Second, func() error { return c.ready(0) })
 	if st := c.status(0); st.StoppedLSN != "" {
 		t.Errorf("db-0, a primary again, reports the checkpoint %s of its earlier demotion", st.StoppedLSN)

@@ -176,7 +176,7 @@ func TestTLSWithPostgreSQL(t *testing.T) {
 		return fmt.Sprintf("host=%s hostaddr=%s port=%d user=app dbname=app sslmode=%s sslrootcert=%s", host, h0, c.port, sslmode, caFile)
 	}
 
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 ready", 60*time.Second, func() error { return c.ready(0) })
 	// The agent makes the application user once the server runs.
 	c.waitFor("the application user logging in", 30*time.Second, func() error {
@@ -215,7 +215,7 @@ func TestTLSWithPostgreSQL(t *testing.T) {
 	})
 
 	t.Run("the standby streams over TLS, verifying its upstream", func(t *testing.T) {
-		c.Start(1)
+		c.start(1)
 		c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 		c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
 			_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
@@ -293,12 +293,12 @@ func TestTLSUpgradeWithPostgreSQL(t *testing.T) {
 		return c.mustSQL(0, "SELECT coalesce(string_agg(r.application_name || ' ' || s.ssl::text, ','), '') FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)")
 	}
 
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0 ready", 60*time.Second, func() error { return c.ready(0) })
 	if st := c.status(0); st.TLS {
 		t.Fatal("db-0, without a certificate, reports TLS")
 	}
-	c.Start(1)
+	c.start(1)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
 		_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
@@ -321,7 +321,7 @@ func TestTLSUpgradeWithPostgreSQL(t *testing.T) {
 	// The primary's pod restarts with the new template last.
 	c.stop(0)
 	c.agentEnv[0] = withTLS
-	c.Start(0)
+	c.start(0)
 	c.waitFor("db-0's agent answering", 10*time.Second, func() error {
 		_, err := c.client.Status(context.Background(), h0, c.creds)
 		return err

@@ -324,14 +324,20 @@ func (s *Server) ControlData(ctx context.Context) (map[string]string, error) {
 	return m, nil
 }
 
-// StoppedTimeline is the timeline of the stopped server, 0 when unknown.
+// StoppedTimeline is the timeline of the stopped server, 0 when unknown:
+// its last checkpoint's, or, for a standby, the minimum recovery point's
+// when that is later (a standby's shutdown moves its minimum recovery
+// point to what it replayed, on that record's timeline, even when it can
+// make no restartpoint there; the last restartpoint's timeline lags a
+// timeline switch).
 func (s *Server) StoppedTimeline(ctx context.Context) uint32 {
 	m, err := s.ControlData(ctx)
 	if err != nil {
 		return 0
 	}
 	tl, _ := strconv.ParseUint(m["Latest checkpoint's TimeLineID"], 10, 32)
-	return uint32(tl)
+	minTL, _ := strconv.ParseUint(m["Min recovery ending loc's timeline"], 10, 32)
+	return uint32(max(tl, minTL))
 }
 
 // CloneDir and oldDir are the side directories beside PGDATA: a clone

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -358,7 +359,8 @@ func (d *DB) Progress(ctx context.Context) (Progress, error) {
 SELECT pg_is_in_recovery(),
        -- The timeline the server writes (a primary: of its current WAL
        -- file) or receives (a standby); the last checkpoint's otherwise,
-       -- which on a standby lags a timeline switch until a restartpoint.
+       -- which on a standby lags a timeline switch until a restartpoint:
+       -- the Status takes a standby's from ReplayTimeline.
        CASE WHEN pg_is_in_recovery()
             THEN coalesce((SELECT received_tli FROM pg_stat_wal_receiver)::bigint,
                           (SELECT timeline_id FROM pg_control_checkpoint())::bigint)
@@ -376,14 +378,63 @@ SELECT pg_is_in_recovery(),
 	return p, err
 }
 
-// Streaming is the cheap poll of the WAL receiver: the pid of a WAL
-// receiver that streams, 0 when none does.
-func (d *DB) Streaming(ctx context.Context) (int, error) {
-	var pid int
-	err := d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
-		return c.QueryRow(ctx, "SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)").Scan(&pid)
+// ReplayTimeline is the timeline of the last WAL record the standby
+// replayed (or received past it on the same timeline): what the server
+// itself answers to IDENTIFY_SYSTEM on a replication connection, from its
+// shared memory. pg_stat_wal_receiver.received_tli is there only while a
+// WAL receiver runs, and the control file's timeline is the last
+// restartpoint's, which lags a timeline switch until the next restartpoint
+// (checkpoint_timeout later): a standby whose primary was just lost, the
+// moment it is a failover candidate, must not report the timeline it
+// followed before the last change of primary. The connection uses the
+// local socket's replication line (initdb's "local replication all",
+// which the agent leaves alone) and a WAL sender slot for a moment.
+func (d *DB) ReplayTimeline(ctx context.Context) (uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, d.connString+" replication=true")
+	if err != nil && d.legacyString != "" && roleMissing(err) {
+		c, err = pgconn.Connect(ctx, d.legacyString+" replication=true")
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	res, err := c.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	return identifiedTimeline(res)
+}
+
+// identifiedTimeline reads the timeline column of IDENTIFY_SYSTEM's one
+// row.
+func identifiedTimeline(res []*pgconn.Result) (uint32, error) {
+	if len(res) != 1 || len(res[0].Rows) != 1 {
+		return 0, errors.New("IDENTIFY_SYSTEM returned no row")
+	}
+	for i, f := range res[0].FieldDescriptions {
+		if f.Name != "timeline" || i >= len(res[0].Rows[0]) {
+			continue
+		}
+		tli, err := strconv.ParseUint(string(res[0].Rows[0][i]), 10, 32)
+		if err != nil || tli == 0 {
+			return 0, fmt.Errorf("IDENTIFY_SYSTEM's timeline %q", res[0].Rows[0][i])
+		}
+		return uint32(tli), nil
+	}
+	return 0, errors.New("IDENTIFY_SYSTEM returned no timeline column")
+}
+
+// Streaming is the cheap poll of a standby: the pid of a WAL receiver
+// that streams, 0 when none does, and whether the server is still in
+// recovery (a promotion ends it, even one whose pg_promote call returned
+// before it finished).
+func (d *DB) Streaming(ctx context.Context) (pid int, inRecovery bool, err error) {
+	err = d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0), pg_is_in_recovery()").Scan(&pid, &inRecovery)
 	})
-	return pid, err
+	return pid, inRecovery, err
 }
 
 // UpstreamHistory reads, on the primary at conninfo (as the superuser),
