@@ -45,9 +45,12 @@ GOLANGCI_LINT ?= $(GO_TOOL) golangci-lint
 
 KUBECTL ?= $(K8S_TOOLS_DIR)/kubectl
 
-# Flags for `go test` in `make test`. The suite starts real API servers, so
-# packages run one at a time on small machines.
-TEST_FLAGS ?= -count=1 -p 1 -timeout 30m
+# Flags for `go test` in `make test` and `make test-fast`; TEST_P packages
+# run at a time (hack/test.sh: the real-node packages one at a time, beside
+# the others).
+TEST_FLAGS ?= -count=1 -timeout 30m
+TEST_P ?= 2
+export TEST_FLAGS TEST_P
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -103,8 +106,12 @@ setup: ## Install and build what `make test` needs and is missing: Debian packag
 
 .PHONY: test
 test: setup verify-generated vet lint ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
-	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
+	hack/test.sh all || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
+
+.PHONY: test-fast
+test-fast: k8s-tools ## The inner loop: unit and envtest packages, no real node, no devcluster suite (about 3 minutes warm), with the time table.
+	hack/test.sh fast
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no API server.
