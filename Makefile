@@ -110,7 +110,7 @@ test: setup verify-generated vet lint ## Run every test: generated-files check, 
 	hack/check-no-leftovers.sh
 
 .PHONY: test-fast
-test-fast: k8s-tools ## The inner loop: unit and envtest packages, no real node, no devcluster suite (about 3 minutes warm), with the time table.
+test-fast: k8s-tools ## The inner loop: unit and envtest packages, no real node, no devcluster suite, no real PostgreSQL (about 1.5 minutes warm), with the time table.
 	hack/test.sh fast
 
 .PHONY: test-unit

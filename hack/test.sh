@@ -8,7 +8,8 @@
 #         run one package at a time, since one real node at a time fits a
 #         machine; beside them, the other packages run TEST_P at a time.
 #   fast  unit and envtest packages, TEST_P at a time: no real node, no
-#         devcluster suite (test/e2e, test/faults), no container.
+#         devcluster suite (test/e2e, test/faults), no container, and none
+#         of the tests that run real PostgreSQL servers (*_pg_test.go).
 #
 # TEST_FLAGS are more flags of go test (default -count=1 -timeout 30m).
 # Usage: hack/test.sh all|fast
@@ -30,10 +31,12 @@ module=$(go list -m)
 realnode_packages=(test/realnode test/userpath test/deploy)
 realnode_tests='^(TestObjectStoreOnRealNode|TestHostStateCleanup)$'
 realnode_tests_in=(internal/test/devcluster internal/test/devcluster/nodehost)
-# What test-fast leaves out besides: the devcluster suites and the images
-# run in containers (runc).
+# What test-fast leaves out besides: the devcluster suites, the images run
+# in containers (runc), and the tests of *_pg_test.go files, which run real
+# PostgreSQL servers (most of their time is waiting out timeouts).
 slow_packages=(test/e2e test/faults test/benchreplication)
-slow_tests='^(TestEngineImagesWithRunc)$'
+pg_tests=$(git ls-files '*_pg_test.go' | xargs grep -ho '^func Test[A-Za-z0-9_]*' | awk '{print $2}' | sort -u | paste -sd'|')
+slow_tests="^(TestEngineImagesWithRunc${pg_tests:+|$pg_tests})\$"
 
 exclude=("${realnode_packages[@]}")
 skip=$realnode_tests
