@@ -78,21 +78,21 @@ func TestRealNode(t *testing.T) {
 			// nowhere): kube-proxy translates its address, and devcluster's
 			// DROP rules must stop the packet, from a pod and from the host.
 			s.apply(`apiVersion: v1
-	kind: Service
-	metadata: {name: outside, namespace: ` + ns + `}
-	spec:
-	  ports: [{name: http, port: 80, protocol: TCP}]
-	---
-	apiVersion: discovery.k8s.io/v1
-	kind: EndpointSlice
-	metadata:
-	  name: outside-1
-	  namespace: ` + ns + `
-	  labels: {kubernetes.io/service-name: outside}
-	addressType: IPv4
-	endpoints: [{addresses: ["203.0.113.7"]}]
-	ports: [{name: http, port: 80, protocol: TCP}]
-	`)
+kind: Service
+metadata: {name: outside, namespace: ` + ns + `}
+spec:
+  ports: [{name: http, port: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: outside-1
+  namespace: ` + ns + `
+  labels: {kubernetes.io/service-name: outside}
+addressType: IPv4
+endpoints: [{addresses: ["203.0.113.7"]}]
+ports: [{name: http, port: 80, protocol: TCP}]
+`)
 			clusterIP := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, "outside", "-o", "jsonpath={.spec.clusterIP}"))
 			for _, target := range []string{"203.0.113.7", "1.1.1.1", clusterIP} {
 				out, err := s.kubectl("exec", "-n", ns, pg.name+"-0", "-c", "postgres", "--",
