@@ -45,9 +45,12 @@ GOLANGCI_LINT ?= $(GO_TOOL) golangci-lint
 
 KUBECTL ?= $(K8S_TOOLS_DIR)/kubectl
 
-# Flags for `go test` in `make test`. The suite starts real API servers, so
-# packages run one at a time on small machines.
-TEST_FLAGS ?= -count=1 -p 1 -timeout 30m
+# Flags for `go test` in `make test` and `make test-fast`; TEST_P packages
+# run at a time (hack/test.sh: the real-node packages one at a time, beside
+# the others).
+TEST_FLAGS ?= -count=1 -timeout 30m
+TEST_P ?= 2
+export TEST_FLAGS TEST_P
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -90,10 +93,25 @@ vet: ## Run go vet (also on the nested tool modules).
 lint: ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
+# What `make test` and `make run REAL_NODE=true` set up first, in order
+# (hack/setup.sh): the Debian packages when any is missing (as root;
+# otherwise it prints the command), then each cache's missing binaries and
+# images, each step timed.
+SETUP_TEST ?= host-packages k8s-tools cert-manager-tools node-tools backup-tools engine-images
+SETUP_REAL_NODE ?= host-packages k8s-tools node-tools backup-tools engine-images
+
+.PHONY: setup
+setup: ## Install and build what `make test` needs and is missing: Debian packages (root), Kubernetes and node binaries, images.
+	MAKE="$(MAKE)" hack/setup.sh $(SETUP_TEST)
+
 .PHONY: test
-test: verify-generated vet lint k8s-tools cert-manager-tools node-tools backup-tools engine-images ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
-	go test $(TEST_FLAGS) ./... || { hack/check-no-leftovers.sh; exit 1; }
+test: setup verify-generated vet lint ## Run every test: generated-files check, vet, lint, unit, fuzz seeds, envtest, e2e and the real-node tests.
+	hack/test.sh all || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
+
+.PHONY: test-fast
+test-fast: k8s-tools ## The inner loop: unit and envtest packages, no real node, no devcluster suite, no real PostgreSQL (about 1.5 minutes warm), with the time table.
+	hack/test.sh fast
 
 .PHONY: test-unit
 test-unit: ## Run only the tests that need no API server.
@@ -176,9 +194,10 @@ ifeq ($(USE_EXISTING_CLUSTER),true)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
 	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
 else
-	$(MAKE) --no-print-directory k8s-tools
 ifeq ($(REAL_NODE),true)
-	$(MAKE) --no-print-directory node-tools backup-tools
+	MAKE="$(MAKE)" hack/setup.sh $(SETUP_REAL_NODE)
+else
+	$(MAKE) --no-print-directory k8s-tools
 endif
 	go build -o bin/devcluster ./hack/devcluster
 	exec bin/devcluster run --real-node=$(REAL_NODE) $(RUN_ARGS)
@@ -196,17 +215,12 @@ docker-push: ## Push the manager image.
 cert-manager-tools: ## Build cert-manager's controller and cainjector into the cache if missing (cold: about 6 minutes idle, more under load).
 	hack/cert-manager-tools.sh "$(CERT_MANAGER_DIR)"
 
-# Debian packages the real node runs containers with (runc, the CNI plugins,
-# iptables, conntrack, ip) and the engine images are built with (mmdebstrap,
-# and npm for the upstream PostgreSQL binaries where Node.js is not installed),
-# PostgreSQL 15, whose servers the instance agent's test runs as processes, and
-# barman-cloud, which the backup test runs beside them.
-HOST_PACKAGES ?= runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap postgresql-15 barman-cli-cloud $(if $(shell command -v npm),,npm)
-
+# The Debian packages the real node, the engine images' builds and the
+# package tests with real servers need are listed, with how each is found,
+# in hack/host-packages.sh.
 .PHONY: host-packages
-host-packages: ## Install the Debian packages the real node and the engine images need (root; apt-get).
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(HOST_PACKAGES) >/dev/null
+host-packages: ## Refresh apt's indexes (failing, with apt's words, when it cannot) and install the Debian packages the real node, the engine images and the PostgreSQL tests need (root).
+	hack/host-packages.sh install
 
 .PHONY: node-tools
 node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreDNS and local-path-provisioner into the cache if missing (cold: see README).

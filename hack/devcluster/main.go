@@ -118,7 +118,26 @@ func run(args []string) error {
 		}
 	}
 	fmt.Printf("kubeconfig: %s\nexport KUBECONFIG=%s\n", cluster.Kubeconfig, cluster.Kubeconfig)
-	if withManager {
+	if withManager && opts.RealNode {
+		// The next steps of README.md's "A real database locally": on a
+		// real node the pods run real servers, so the hint ends in psql.
+		fmt.Printf(`
+dbkeeper is running with its webhooks (manager log: %s) and a real node, %s,
+whose pods run real database servers. In another shell:
+
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl create namespace shop
+  IMAGE=$(awk '/postgres:17/ {print $1}' %s)
+  echo "{apiVersion: dbkeeper.io/v1alpha1, kind: Database, metadata: {name: orders}, spec: {engine: postgres, version: '17', image: $IMAGE, storage: {size: 1Gi}}}" | kubectl apply -n shop -f -
+  kubectl wait -n shop --for=condition=Ready db/orders --timeout=5m  # a real PostgreSQL 17 starts
+  URI=$(kubectl get secret -n shop orders-credentials -o jsonpath='{.data.uri}' | base64 -d)
+  kubectl exec -n shop -it orders-0 -c postgres -- psql "$URI&sslrootcert=/etc/dbkeeper/tls/ca.crt"
+
+README.md's "A real database locally" goes on: MySQL, failover with replicas: 3,
+backups to the object store below.
+`, manager.LogFile, devcluster.RealNodeName, cluster.Kubeconfig, cluster.BinDir,
+			filepath.Join(opts.ImagesDir, devcluster.ImagesListFile))
+	} else if withManager {
 		fmt.Printf(`
 dbkeeper is running with its webhooks (manager log: %s). In another shell:
 

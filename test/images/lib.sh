@@ -97,8 +97,20 @@ debian_rootfs() {
 		return 0
 	fi
 	log "installing $include with mmdebstrap"
-	mmdebstrap --quiet "${args[@]}" "$debian_suite" "$rootfs" "$sources"
-	rm -f "$sources"
+	# mmdebstrap's own output is kept and shown only when it fails: its
+	# last line ("mmdebstrap failed to run") does not say why, apt's
+	# lines above it do (a version no longer on the mirror after a failed
+	# apt-get update, a signature, a network error).
+	local out
+	out=$(mktemp)
+	if ! mmdebstrap --verbose "${args[@]}" "$debian_suite" "$rootfs" "$sources" >"$out" 2>&1; then
+		echo "engine-images: mmdebstrap failed installing $include; its output (last 60 lines):" >&2
+		tail -n 60 "$out" | sed 's/^/  | /' >&2
+		echo "engine-images: if apt reports a version or package it cannot find, the apt indexes are stale: run apt-get update (make host-packages) and check that it succeeds" >&2
+		rm -f "$out" "$sources"
+		return 1
+	fi
+	rm -f "$out" "$sources"
 	mkdir -p "$dir/.base"
 	tar --numeric-owner -cf "$base.tmp" -C "$rootfs" .
 	mv "$base.tmp" "$base"

@@ -10,4 +10,13 @@
 // binaries of make node-tools (make test builds them) and the images of make
 // engine-images; it skips, saying which, when runc or the images are
 // missing.
+//
+// The upgrade scenario runs first and alone (it runs the previous release's
+// manager, which would take every Database back to its layout; that
+// release's manager and instance image are built once and cached under the
+// cache directory's releases/). The other scenarios then run in parallel on
+// the one cluster, each on Databases of its own names, the steps of a
+// scenario in order (suite.parallel): most of their time is waiting for
+// servers, failovers and restores. The two backup scenarios share one
+// slot, since the first stops the object store.
 package realnode

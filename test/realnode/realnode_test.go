@@ -32,48 +32,52 @@ func TestRealNode(t *testing.T) {
 	// release's manager would take every Database back to its layout.
 	s.run(t, "upgrade: a Database of the previous release converges to the new layout, its clients logging in as before", "legacy", s.testUpgrade)
 
+	// The other scenarios run in parallel once this function has returned
+	// (suite.parallel), each on Databases of its own names; the steps of a
+	// scenario run in order.
 	pgImage := s.image("dbkeeper.local/postgres:")
 	mariadbImage := s.image("dbkeeper.local/mariadb:")
-	pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
-	my := &engineClient{s: s, name: "catalog", engine: dbv1.EngineMySQL}
 
-	s.run(t, "postgres becomes Ready and serves queries with the Secret's credentials", pg.name, func(t subtest) {
-		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
-			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
-		took := s.waitReady(pg.name, 5*time.Minute)
-		t.Logf("postgres %s: apply to Ready in %.1fs", pgImage, took.Seconds())
-		// Its agent, asked in the background once the pod is ready, reports
-		// the version the server runs.
-		testenv.Eventually(t, time.Minute, "status.serverVersion", func() string {
-			if got, want := s.database(t, pg.name).Status.ServerVersion, pgImage[strings.LastIndexByte(pgImage, ':')+1:]; got != want {
-				return fmt.Sprintf("%q, want %q", got, want)
+	s.parallel(t, "postgres: Ready, reaching nothing outside, a deleted pod, a refused resize, re-created with Retain", "orders", func(s *suite, t subtest) {
+		pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
+
+		s.run(t.T, "postgres becomes Ready and serves queries with the Secret's credentials", pg.name, func(t subtest) {
+			s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
+				map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
+			took := s.waitReady(pg.name, 5*time.Minute)
+			t.Logf("postgres %s: apply to Ready in %.1fs", pgImage, took.Seconds())
+			// Its agent, asked in the background once the pod is ready, reports
+			// the version the server runs.
+			testenv.Eventually(t, time.Minute, "status.serverVersion", func() string {
+				if got, want := s.database(t, pg.name).Status.ServerVersion, pgImage[strings.LastIndexByte(pgImage, ':')+1:]; got != want {
+					return fmt.Sprintf("%q, want %q", got, want)
+				}
+				return ""
+			})
+			s.checkProbesRan(pg.name + "-0")
+
+			pg.sql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'one'), (2, 'two'), (3, 'three');")
+			if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
+				t.Errorf("rows after insert = %q, want 3", got)
 			}
-			return ""
+			if got := pg.sql("SHOW max_connections;"); got != "42" {
+				t.Errorf("SHOW max_connections = %q, want 42 (spec.parameters)", got)
+			}
+			if got := pg.sql("SHOW shared_buffers;"); got != "24MB" {
+				t.Errorf("SHOW shared_buffers = %q, want 24MB (spec.parameters)", got)
+			}
+			// The pod's stable name in the headless Service resolves too.
+			host := fmt.Sprintf("%s-0.%s-headless.%s.svc.cluster.local", pg.name, pg.name, ns)
+			if got := pg.sqlAt(host, "SELECT name FROM items WHERE id = 2;"); got != "two" {
+				t.Errorf("through %s: got %q, want two", host, got)
+			}
 		})
-		s.checkProbesRan(pg.name + "-0")
 
-		pg.sql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'one'), (2, 'two'), (3, 'three');")
-		if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
-			t.Errorf("rows after insert = %q, want 3", got)
-		}
-		if got := pg.sql("SHOW max_connections;"); got != "42" {
-			t.Errorf("SHOW max_connections = %q, want 42 (spec.parameters)", got)
-		}
-		if got := pg.sql("SHOW shared_buffers;"); got != "24MB" {
-			t.Errorf("SHOW shared_buffers = %q, want 24MB (spec.parameters)", got)
-		}
-		// The pod's stable name in the headless Service resolves too.
-		host := fmt.Sprintf("%s-0.%s-headless.%s.svc.cluster.local", pg.name, pg.name, ns)
-		if got := pg.sqlAt(host, "SELECT name FROM items WHERE id = 2;"); got != "two" {
-			t.Errorf("through %s: got %q, want two", host, got)
-		}
-	})
-
-	s.run(t, "pods and Services reach nothing outside the machine", "", func(t subtest) {
-		// A Service whose endpoint is outside (TEST-NET-3, routed
-		// nowhere): kube-proxy translates its address, and devcluster's
-		// DROP rules must stop the packet, from a pod and from the host.
-		s.apply(`apiVersion: v1
+		s.run(t.T, "pods and Services reach nothing outside the machine", "", func(t subtest) {
+			// A Service whose endpoint is outside (TEST-NET-3, routed
+			// nowhere): kube-proxy translates its address, and devcluster's
+			// DROP rules must stop the packet, from a pod and from the host.
+			s.apply(`apiVersion: v1
 kind: Service
 metadata: {name: outside, namespace: ` + ns + `}
 spec:
@@ -89,118 +93,132 @@ addressType: IPv4
 endpoints: [{addresses: ["203.0.113.7"]}]
 ports: [{name: http, port: 80, protocol: TCP}]
 `)
-		clusterIP := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, "outside", "-o", "jsonpath={.spec.clusterIP}"))
-		for _, target := range []string{"203.0.113.7", "1.1.1.1", clusterIP} {
-			out, err := s.kubectl("exec", "-n", ns, pg.name+"-0", "-c", "postgres", "--",
-				"psql", "postgresql://x@"+target+":80/x?connect_timeout=3", "-c", "select 1")
-			if err == nil || !strings.Contains(out, "Network is unreachable") && !strings.Contains(out, "timeout expired") {
-				t.Errorf("a pod connecting to %s: %v, %s; want unreachable or a timeout", target, err, out)
+			clusterIP := strings.TrimSpace(s.mustKubectl("get", "service", "-n", ns, "outside", "-o", "jsonpath={.spec.clusterIP}"))
+			for _, target := range []string{"203.0.113.7", "1.1.1.1", clusterIP} {
+				out, err := s.kubectl("exec", "-n", ns, pg.name+"-0", "-c", "postgres", "--",
+					"psql", "postgresql://x@"+target+":80/x?connect_timeout=3", "-c", "select 1")
+				if err == nil || !strings.Contains(out, "Network is unreachable") && !strings.Contains(out, "timeout expired") {
+					t.Errorf("a pod connecting to %s: %v, %s; want unreachable or a timeout", target, err, out)
+				}
 			}
-		}
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(clusterIP, "80"), 3*time.Second)
-		if err == nil {
-			conn.Close()
-			t.Errorf("the host reached the outside endpoint of Service %s", clusterIP)
-		}
-		s.mustKubectl("delete", "service", "-n", ns, "outside")
-	})
-
-	s.run(t, "mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", my.name, func(t subtest) {
-		s.apply(database(my.name, "mysql", "8.4", mariadbImage, "Delete", map[string]string{"max_connections": "77"}))
-		took := s.waitReady(my.name, 5*time.Minute)
-		t.Logf("mysql %s: apply to Ready in %.1fs", mariadbImage, took.Seconds())
-		s.checkProbesRan(my.name + "-0")
-
-		my.sql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'one'), (2, 'two');")
-		if got := my.sql("SELECT count(*) FROM items;"); got != "2" {
-			t.Errorf("rows after insert = %q, want 2", got)
-		}
-		if got := my.sql("SELECT @@max_connections;"); got != "77" {
-			t.Errorf("max_connections = %q, want 77 (spec.parameters)", got)
-		}
-	})
-
-	s.run(t, "a deleted pod comes back with its rows and password", pg.name, func(t subtest) {
-		pod := pg.name + "-0"
-		old := s.podUID(pod)
-		s.mustKubectl("delete", "pod", "-n", ns, pod, "--wait=true", "--timeout=120s")
-		testenv.Eventually(t, 3*time.Minute, "the StatefulSet restarts "+pod+" and it is Ready", func() string {
-			if uid := s.podUID(pod); uid == "" || uid == old {
-				return "pod not re-created yet"
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(clusterIP, "80"), 3*time.Second)
+			if err == nil {
+				conn.Close()
+				t.Errorf("the host reached the outside endpoint of Service %s", clusterIP)
 			}
-			if out, err := s.kubectl("wait", "-n", ns, "--for=condition=Ready", "pod/"+pod, "--timeout=5s"); err != nil {
-				return out
-			}
-			return ""
+			s.mustKubectl("delete", "service", "-n", ns, "outside")
 		})
-		s.waitReady(pg.name, 2*time.Minute)
-		if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
-			t.Errorf("rows after the pod restarted = %q, want 3", got)
-		}
-	})
 
-	s.run(t, "growing storage is refused by the StorageClass and reported", pg.name, func(t subtest) {
-		// local-path-provisioner cannot expand a volume (a directory has
-		// no size), so devcluster's StorageClass says
-		// allowVolumeExpansion: false, and dbkeeper must report the
-		// API server's refusal rather than pretend.
-		s.mustKubectl("patch", "database", "-n", ns, pg.name, "--type=merge", "-p", `{"spec":{"storage":{"size":"2Gi"}}}`)
-		claim := "data-" + pg.name + "-0"
-		testenv.Eventually(t, 2*time.Minute, "the Database reports that its claim cannot grow", func() string {
-			return s.stalledWith(pg.name, dbv1.ReasonStorageResizeFailed, claim)
+		s.run(t.T, "a deleted pod comes back with its rows and password", pg.name, func(t subtest) {
+			pod := pg.name + "-0"
+			old := s.podUID(pod)
+			s.mustKubectl("delete", "pod", "-n", ns, pod, "--wait=true", "--timeout=120s")
+			testenv.Eventually(t, 3*time.Minute, "the StatefulSet restarts "+pod+" and it is Ready", func() string {
+				if uid := s.podUID(pod); uid == "" || uid == old {
+					return "pod not re-created yet"
+				}
+				if out, err := s.kubectl("wait", "-n", ns, "--for=condition=Ready", "pod/"+pod, "--timeout=5s"); err != nil {
+					return out
+				}
+				return ""
+			})
+			s.waitReady(pg.name, 2*time.Minute)
+			if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
+				t.Errorf("rows after the pod restarted = %q, want 3", got)
+			}
 		})
-		t.Logf("Stalled: %s", s.condition(pg.name, dbv1.ConditionStalled).Message)
-		if size := s.mustKubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.resources.requests.storage}"); size != "1Gi" {
-			t.Errorf("claim %s requests %s, want it left at 1Gi", claim, size)
-		}
-		// Back to the size the claims have, and the Database is Ready
-		// again. Shrinking is refused by the webhook, so the status is
-		// reset by deleting and re-creating the Database in the next
-		// step; here it only has to keep serving.
-		if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
-			t.Errorf("rows while the resize is refused = %q, want 3", got)
-		}
-	})
 
-	s.run(t, "deleted with Retain, re-created with the saved Secrets: the old rows are readable", pg.name, func(t subtest) {
-		// The superuser's and the replication role's passwords are in
-		// the instance Secret, the application's in the credentials
-		// Secret: the data directory knows all three.
-		saved := map[string]map[string]string{}
-		for _, name := range []string{pg.name + "-credentials", pg.name + "-instance"} {
-			saved[name] = s.secret(name)
-		}
-		s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
-		testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
-			if s.podUID(pg.name+"-0") != "" {
-				return "pod still exists"
+		s.run(t.T, "growing storage is refused by the StorageClass and reported", pg.name, func(t subtest) {
+			// local-path-provisioner cannot expand a volume (a directory has
+			// no size), so devcluster's StorageClass says
+			// allowVolumeExpansion: false, and dbkeeper must report the
+			// API server's refusal rather than pretend.
+			s.mustKubectl("patch", "database", "-n", ns, pg.name, "--type=merge", "-p", `{"spec":{"storage":{"size":"2Gi"}}}`)
+			claim := "data-" + pg.name + "-0"
+			testenv.Eventually(t, 2*time.Minute, "the Database reports that its claim cannot grow", func() string {
+				return s.stalledWith(pg.name, dbv1.ReasonStorageResizeFailed, claim)
+			})
+			t.Logf("Stalled: %s", s.condition(pg.name, dbv1.ConditionStalled).Message)
+			if size := s.mustKubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.resources.requests.storage}"); size != "1Gi" {
+				t.Errorf("claim %s requests %s, want it left at 1Gi", claim, size)
 			}
-			return ""
+			// Back to the size the claims have, and the Database is Ready
+			// again. Shrinking is refused by the webhook, so the status is
+			// reset by deleting and re-creating the Database in the next
+			// step; here it only has to keep serving.
+			if got := pg.sql("SELECT count(*) FROM items;"); got != "3" {
+				t.Errorf("rows while the resize is refused = %q, want 3", got)
+			}
 		})
-		claim := "data-" + pg.name + "-0"
-		if out, err := s.kubectl("get", "pvc", "-n", ns, claim); err != nil {
-			t.Fatalf("claim %s did not survive the Database with deletionPolicy Retain: %s", claim, out)
-		}
-		// The Secrets go with the Database; the user saved them.
-		for name, data := range saved {
-			if _, err := s.kubectl("get", "secret", "-n", ns, name); err == nil {
-				s.mustKubectl("delete", "secret", "-n", ns, name)
+
+		s.run(t.T, "deleted with Retain, re-created with the saved Secrets: the old rows are readable", pg.name, func(t subtest) {
+			// The superuser's and the replication role's passwords are in
+			// the instance Secret, the application's in the credentials
+			// Secret: the data directory knows all three.
+			saved := map[string]map[string]string{}
+			for _, name := range []string{pg.name + "-credentials", pg.name + "-instance"} {
+				saved[name] = s.secret(name)
 			}
-			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
-			if err := s.client.Create(context.Background(), secret); err != nil {
-				t.Fatal(err)
+			s.mustKubectl("delete", "database", "-n", ns, pg.name, "--wait=true", "--timeout=120s")
+			testenv.Eventually(t, 2*time.Minute, "the pod of the deleted Database is gone", func() string {
+				if s.podUID(pg.name+"-0") != "" {
+					return "pod still exists"
+				}
+				return ""
+			})
+			claim := "data-" + pg.name + "-0"
+			if out, err := s.kubectl("get", "pvc", "-n", ns, claim); err != nil {
+				t.Fatalf("claim %s did not survive the Database with deletionPolicy Retain: %s", claim, out)
 			}
-		}
-		// The claim is 1Gi; ask for that.
-		s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
-			map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
-		s.waitReady(pg.name, 5*time.Minute)
-		if got := pg.sql("SELECT string_agg(name, ',' ORDER BY id) FROM items;"); got != "one,two,three" {
-			t.Errorf("rows after re-creating the Database = %q, want one,two,three", got)
-		}
+			// The Secrets go with the Database; the user saved them.
+			for name, data := range saved {
+				if _, err := s.kubectl("get", "secret", "-n", ns, name); err == nil {
+					s.mustKubectl("delete", "secret", "-n", ns, name)
+				}
+				secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
+				if err := s.client.Create(context.Background(), secret); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The claim is 1Gi; ask for that.
+			s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
+				map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
+			s.waitReady(pg.name, 5*time.Minute)
+			if got := pg.sql("SELECT string_agg(name, ',' ORDER BY id) FROM items;"); got != "one,two,three" {
+				t.Errorf("rows after re-creating the Database = %q, want one,two,three", got)
+			}
+		})
 	})
 
-	s.run(t, "a bad image tag stalls the Database naming the pod and the pull error", "", func(t subtest) {
+	s.parallel(t, "mysql: Ready, then deleted with its data", "catalog", func(s *suite, t subtest) {
+		my := &engineClient{s: s, name: "catalog", engine: dbv1.EngineMySQL}
+		s.run(t.T, "mysql (MariaDB) becomes Ready and serves queries with the Secret's credentials", my.name, func(t subtest) {
+			s.apply(database(my.name, "mysql", "8.4", mariadbImage, "Delete", map[string]string{"max_connections": "77"}))
+			took := s.waitReady(my.name, 5*time.Minute)
+			t.Logf("mysql %s: apply to Ready in %.1fs", mariadbImage, took.Seconds())
+			s.checkProbesRan(my.name + "-0")
+
+			my.sql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'one'), (2, 'two');")
+			if got := my.sql("SELECT count(*) FROM items;"); got != "2" {
+				t.Errorf("rows after insert = %q, want 2", got)
+			}
+			if got := my.sql("SELECT @@max_connections;"); got != "77" {
+				t.Errorf("max_connections = %q, want 77 (spec.parameters)", got)
+			}
+		})
+
+		s.run(t.T, "mysql is deleted with its data (deletionPolicy Delete)", my.name, func(t subtest) {
+			s.mustKubectl("delete", "database", "-n", ns, my.name, "--wait=true", "--timeout=120s")
+			testenv.Eventually(t, 2*time.Minute, "the claim of the Database is deleted", func() string {
+				if out, err := s.kubectl("get", "pvc", "-n", ns, "data-"+my.name+"-0", "--ignore-not-found", "-o", "name"); err != nil || out != "" {
+					return "claim still exists: " + out
+				}
+				return ""
+			})
+		})
+	})
+
+	s.parallel(t, "a bad image tag stalls the Database naming the pod and the pull error", "", func(s *suite, t subtest) {
 		name := "badimage"
 		s.apply(database(name, "postgres", majorOf(pgImage), "dbkeeper.local/postgres:"+majorOf(pgImage)+".999", "Delete", nil))
 		testenv.Eventually(t, 3*time.Minute, "Stalled with ImagePullFailed naming the pod", func() string {
@@ -218,7 +236,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "a parameter the server rejects stalls the Database with CrashLoopBackOff", "", func(t subtest) {
+	s.parallel(t, "a parameter the server rejects stalls the Database with CrashLoopBackOff", "", func(s *suite, t subtest) {
 		name := "badparam"
 		s.apply(database(name, "postgres", majorOf(pgImage), pgImage, "Delete", map[string]string{"work_mem": "plenty"}))
 		testenv.Eventually(t, 4*time.Minute, "Stalled with CrashLooping naming the pod", func() string {
@@ -240,7 +258,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "an image of another major version than spec.version is Stalled with VersionMismatch", "", func(t subtest) {
+	s.parallel(t, "an image of another major version than spec.version is Stalled with VersionMismatch", "", func(s *suite, t subtest) {
 		// The image of postgres 15 under a Database that says 17: admission
 		// warns from the tag; the running server's version, from its agent,
 		// makes the Database Stalled, naming the pod and both versions.
@@ -260,20 +278,12 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.run(t, "mysql is deleted with its data (deletionPolicy Delete)", my.name, func(t subtest) {
-		s.mustKubectl("delete", "database", "-n", ns, my.name, "--wait=true", "--timeout=120s")
-		testenv.Eventually(t, 2*time.Minute, "the claim of the Database is deleted", func() string {
-			if out, err := s.kubectl("get", "pvc", "-n", ns, "data-"+my.name+"-0", "--ignore-not-found", "-o", "name"); err != nil || out != "" {
-				return "claim still exists: " + out
-			}
-			return ""
-		})
+	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
+	s.parallel(t, "backups: archived and restored, then retention (one at a time: the first stops the object store)", "", func(s *suite, t subtest) {
+		s.run(t.T, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
+		s.run(t.T, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
 	})
-
-	s.run(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, s.testReplication)
-	s.run(t, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
-	s.run(t, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
-	s.run(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, s.testSecurity)
+	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

@@ -3,12 +3,15 @@ package realnode
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,8 +37,27 @@ type suite struct {
 	images  []devcluster.Image
 	// failed names the subtests that failed, with what the Database said
 	// then: the suite logs them last, after the dumps, so that the end of
-	// a long output says what failed.
-	failed []string
+	// a long output says what failed. Shared by the suite's copies that
+	// run scenarios in parallel.
+	failed *failures
+}
+
+// failures are the failed subtests' lines, appended from parallel scenarios.
+type failures struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (f *failures) add(line string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lines = append(f.lines, line)
+}
+
+func (f *failures) all() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.lines)
 }
 
 // setup starts the suite. It skips the test, saying what is missing, only
@@ -69,11 +91,11 @@ func setup(t testing.TB) *suite {
 		t.Fatal(err)
 	}
 	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
-	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir}
+	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir, failed: &failures{}}
 	// Registered first, so run last.
 	t.Cleanup(func() {
-		if len(s.failed) > 0 {
-			t.Logf("failed subtests, what they said and the conditions then (the dumps are above):\n  %s", strings.Join(s.failed, "\n  "))
+		if failed := s.failed.all(); len(failed) > 0 {
+			t.Logf("failed subtests, what they said and the conditions then (the dumps are above):\n  %s", strings.Join(failed, "\n  "))
 		}
 	})
 	t.Cleanup(func() {
@@ -133,7 +155,7 @@ func (s *suite) run(t *testing.T, title, db string, f func(t subtest)) {
 			if !t.Failed() {
 				return
 			}
-			for _, f := range s.failed {
+			for _, f := range s.failed.all() {
 				if strings.HasPrefix(f, t.Name()+"/") {
 					return // a subtest of it said why
 				}
@@ -150,10 +172,38 @@ func (s *suite) run(t *testing.T, title, db string, f func(t subtest)) {
 					}
 				}
 			}
-			s.failed = append(s.failed, line)
+			s.failed.add(line)
 		})
 		f(t)
 	})
+}
+
+// parallel runs f as a subtest of t (TestRealNode) that runs beside the
+// other parallel scenarios once TestRealNode's body has returned, on a
+// copy of the suite whose current test is f's own: a scenario's helpers
+// fail its subtest, never another's. Scenarios that run in parallel use
+// Databases of their own names in the namespace and nothing the others
+// change (the manager, the object store); most of their time is waiting
+// for servers, failovers and restores, which overlaps.
+func (s *suite) parallel(t *testing.T, title, db string, f func(s *suite, t subtest)) {
+	g := *s
+	g.run(t, title, db, func(t subtest) {
+		t.Parallel()
+		f(&g, t)
+	})
+}
+
+// TestMain lets the scenarios of the suite all run at once: go test runs
+// at most -parallel (default GOMAXPROCS) parallel tests, and the
+// scenarios wait far more than they compute.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "16")
+	}
+	os.Exit(m.Run())
 }
 
 // subtest is the testing.TB a step and the suite's helpers fail: a

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -32,14 +33,31 @@ type release struct {
 }
 
 // buildRelease builds the manager and the instance image of commit from
-// this repository's history, into t's temporary directory.
+// this repository's history, once: they are cached under the cache
+// directory by what decides them, the commit and the Go toolchain, and a
+// later run reuses them.
 func buildRelease(t testing.TB, commit string) release {
 	t.Helper()
+	cache := filepath.Join(devcluster.CacheDir(), "releases", commit+"-"+runtime.Version())
+	if r, err := readRelease(cache); err == nil {
+		t.Logf("previous release %.12s reused from %s: instance image %s", commit, cache, r.instanceImage)
+		return r
+	}
 	if err := exec.Command("git", "-C", testenv.ProjectRoot(), "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
 		t.Skipf("the previous release's commit %.12s is not in this clone's history (a shallow clone?): the upgrade test builds it; run `git fetch --unshallow`", commit)
 	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(filepath.Dir(cache), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Built beside the cache entry and renamed into place, so that an
+	// interrupted build never looks complete. The sources stay in t's
+	// temporary directory.
+	dir, err := os.MkdirTemp(filepath.Dir(cache), ".build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	src := filepath.Join(t.TempDir(), "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -74,22 +92,51 @@ func buildRelease(t testing.TB, commit string) release {
 	run("go", "build", "-o", r.manager, "./cmd/dbkeeper")
 	images := filepath.Join(dir, "images")
 	run("bash", "hack/engine-images.sh", images, "dbkeeper-instance")
-	f, err := os.Open(filepath.Join(images, devcluster.ImagesListFile))
+	if _, err := readRelease(dir); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(cache) // an incomplete entry
+	if err := os.Rename(dir, cache); err != nil {
+		t.Fatal(err)
+	}
+	r, err = readRelease(cache)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("previous release %.12s built in %.0fs into %s: instance image %s", commit, time.Since(began).Seconds(), cache, r.instanceImage)
+	return r
+}
+
+// readRelease reads a release built into dir: its manager binary and the
+// instance image of its images.txt, whose archive is looked up in dir (the
+// list names it where it was built).
+func readRelease(dir string) (release, error) {
+	r := release{manager: filepath.Join(dir, "dbkeeper")}
+	if _, err := os.Stat(r.manager); err != nil {
+		return release{}, err
+	}
+	images := filepath.Join(dir, "images")
+	f, err := os.Open(filepath.Join(images, devcluster.ImagesListFile))
+	if err != nil {
+		return release{}, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if name, file, ok := strings.Cut(strings.TrimSpace(sc.Text()), " "); ok && strings.HasPrefix(name, devcluster.InstanceImageRepository+":") {
-			r.instanceImage, r.instanceImageFile = name, file
+			r.instanceImage, r.instanceImageFile = name, filepath.Join(images, filepath.Base(file))
 		}
 	}
-	if r.instanceImage == "" {
-		t.Fatalf("the previous release's engine-images.sh listed no instance image in %s", images)
+	if err := sc.Err(); err != nil {
+		return release{}, err
 	}
-	t.Logf("previous release %.12s built in %.0fs: instance image %s", commit, time.Since(began).Seconds(), r.instanceImage)
-	return r
+	if r.instanceImage == "" {
+		return release{}, fmt.Errorf("the previous release's engine-images.sh listed no instance image in %s", images)
+	}
+	if _, err := os.Stat(r.instanceImageFile); err != nil {
+		return release{}, err
+	}
+	return r, nil
 }
 
 // testUpgrade makes a Database with the previous release, then runs this

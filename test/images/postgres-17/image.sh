@@ -39,7 +39,7 @@ image_rootfs() {
 	# language versions than Debian 12's and stay unusable.)
 	local missing
 	missing=$(for f in "$prefix"/bin/* "$prefix"/lib/*.so.*; do
-		chroot "$rootfs" ldd "${f#"$rootfs"}" 2>&1 | sed -n "s|^\t\(.*\) => not found|${f#"$rootfs"}: \1|p"
+		chroot "$rootfs" /usr/bin/ldd "${f#"$rootfs"}" 2>&1 | sed -n "s|^\t\(.*\) => not found|${f#"$rootfs"}: \1|p"
 	done)
 	if [[ -n $missing ]]; then
 		printf 'engine-images: libraries missing from the postgres 17 image:\n%s\n' "$missing" >&2

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# test.sh runs the Go tests of `make test` (all) or `make test-fast` (fast)
+# and ends with a table of the time each package and each real-node
+# scenario took (hack/testtimes).
+#
+#   all   every package. The tests that run a real node (test/realnode,
+#         test/userpath, test/deploy, and two tests of internal/test/devcluster)
+#         run one package at a time, since one real node at a time fits a
+#         machine; beside them, the other packages run TEST_P at a time.
+#   fast  unit and envtest packages, TEST_P at a time: no real node, no
+#         devcluster suite (test/e2e, test/faults), no container, and none
+#         of the tests that run real PostgreSQL servers (*_pg_test.go).
+#
+# TEST_FLAGS are more flags of go test (default -count=1 -timeout 30m).
+# Usage: hack/test.sh all|fast
+set -uo pipefail
+
+mode=${1:-}
+if [[ $mode != all && $mode != fast ]]; then
+	echo "usage: hack/test.sh all|fast" >&2
+	exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+read -r -a flags <<<"${TEST_FLAGS:--count=1 -timeout 30m}"
+parallel_packages=${TEST_P:-2}
+module=$(go list -m)
+
+# The packages whose every test runs a real node, and the real-node tests of
+# packages that otherwise need none.
+realnode_packages=(test/realnode test/userpath test/deploy)
+realnode_tests='^(TestObjectStoreOnRealNode|TestHostStateCleanup)$'
+realnode_tests_in=(internal/test/devcluster internal/test/devcluster/nodehost)
+# What test-fast leaves out besides: the devcluster suites, the images run
+# in containers (runc), and the tests of *_pg_test.go files, which run real
+# PostgreSQL servers (most of their time is waiting out timeouts).
+slow_packages=(test/e2e test/faults test/benchreplication)
+pg_tests=$(git ls-files '*_pg_test.go' | xargs grep -ho '^func Test[A-Za-z0-9_]*' | awk '{print $2}' | sort -u | paste -sd'|')
+slow_tests="^(TestEngineImagesWithRunc${pg_tests:+|$pg_tests})\$"
+
+exclude=("${realnode_packages[@]}")
+skip=$realnode_tests
+if [[ $mode == fast ]]; then
+	exclude+=("${slow_packages[@]}")
+	skip="$realnode_tests|$slow_tests"
+fi
+others=()
+while read -r pkg; do
+	short=${pkg#"$module"/}
+	for x in "${exclude[@]}"; do
+		[[ $short == "$x" ]] && continue 2
+	done
+	others+=("$pkg")
+done < <(go list ./...)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/testtimes" ./hack/testtimes || exit 1
+scenarios=$(
+	IFS=,
+	echo "${realnode_packages[*]}"
+)
+summarize() { "$tmp/testtimes" -scenarios "$scenarios" -table=false -save "$1"; }
+start=$SECONDS
+
+status=0
+if [[ $mode == fast ]]; then
+	go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
+else
+	# The real-node tests wait far more than they compute (servers
+	# starting, failovers, restores), so the others run meanwhile.
+	{ go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json"; } &
+	others_pid=$!
+	{
+		go test -json -p 1 "${flags[@]}" "${realnode_packages[@]/#/./}"
+		rc=$?
+		go test -json -p 1 "${flags[@]}" -run "$realnode_tests" "${realnode_tests_in[@]/#/./}" || rc=1
+		exit $rc
+	} | summarize "$tmp/realnode.json" || status=1
+	wait "$others_pid" || status=1
+fi
+cat "$tmp"/*.json | "$tmp/testtimes" -scenarios "$scenarios" -output=false || status=1
+echo "go test: $((SECONDS - start)) s from start to end ($mode)"
+exit $status
