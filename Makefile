@@ -121,13 +121,20 @@ test-unit: ## Run only the tests that need no API server.
 # 60 s of conflicting writers, leader election with two timings) and fuzzing.
 FUZZ_TIME ?= 30s
 
+# FAULTS_REALNODE=false leaves out the real node's long schedule (30 steps
+# of operations and faults, about half an hour): CI's time budget has no
+# room for it, and make test runs its short form.
+FAULTS_REALNODE ?= true
+
 .PHONY: test-faults
 test-faults: k8s-tools ## Run the fault soaks on devcluster (DBKEEPER_FAULTS=long), the long replication simulation and the real node's long schedule of operations and faults, then fuzz each admission target for FUZZ_TIME.
 	DBKEEPER_FAULTS=long go test -count=1 -timeout 40m -v ./test/faults/ || { hack/check-no-leftovers.sh; exit 1; }
 	hack/check-no-leftovers.sh
 	DBKEEPER_FAULTS=long go test -count=1 -timeout 60m -run '^TestSimulation(Synchronous)?$$' -v ./internal/controller/
-	DBKEEPER_FAULTS=long go test -count=1 -timeout 90m -run '^TestRealNodeFaultSchedule$$' -v ./test/realnode/ || { hack/check-no-leftovers.sh; exit 1; }
-	hack/check-no-leftovers.sh
+	if [ "$(FAULTS_REALNODE)" = true ]; then \
+		DBKEEPER_FAULTS=long go test -count=1 -timeout 90m -run '^TestRealNodeFaultSchedule$$' -v ./test/realnode/ || { hack/check-no-leftovers.sh; exit 1; }; \
+		hack/check-no-leftovers.sh; \
+	fi
 	go test -run '^$$' -fuzz '^FuzzDefault$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZ_TIME) ./internal/rules/
 	go test -run '^$$' -fuzz '^FuzzAdmission$$' -fuzztime $(FUZZ_TIME) ./webhooks/v1alpha1/
