@@ -519,7 +519,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec instance.Spec, fence
 		if !a.pg.HaveData() {
 			a.setPhase(instance.PhaseWaiting)
 			if spec.Role == instance.RolePrimary {
-				return errors.New("the data directory is empty: only ordinal 0 initializes one, at its first start; send a replica instance.Spec with an upstream to clone it")
+				return errors.New("the data directory is empty: only ordinal 0 initializes one, at its first start; send a replica Spec with an upstream to clone it")
 			}
 			return nil
 		}
@@ -531,16 +531,16 @@ func (a *Agent) apply(ctx context.Context, act action, spec instance.Spec, fence
 				return fmt.Errorf("told to be a standby in term %d: only a primary spec of a later term makes it primary", *st.StandbyTerm)
 			}
 			if spec.Term == 0 && st.Term == 0 {
-				return errors.New("fenced since this instance.Spec arrived: send it again to make the server a primary")
+				return errors.New("fenced since this Spec arrived: send it again to make the server a primary")
 			}
 			return fmt.Errorf("fenced in term %d: only a primary spec of a later term makes it primary", st.FencedTerm)
 		}
 		if a.isDiverged() {
-			return errors.New("the server refused to start past the fork of its upstream's timeline: send a replica instance.Spec with an upstream to rewind it from")
+			return errors.New("the server refused to start past the fork of its upstream's timeline: send a replica Spec with an upstream to rewind it from")
 		}
 		return nil
 	case actFence:
-		return a.fence("the instance.Spec says fenced")
+		return a.fence("the Spec says fenced")
 	case actClone:
 		a.setPhase(instance.PhaseCloning)
 		a.logf("cloning from %s through slot %q", spec.Upstream, spec.Slot)
@@ -716,7 +716,7 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 			a.setPhase(instance.PhaseStopped)
 			if errors.Is(cerr, errNotAllowed) {
 				a.setStuck(&instance.Stuck{Reason: classifyStuck(stuckRewind, err.Error()),
-					Message: fmt.Sprintf("pg_rewind from %s failed and no fork is proven: the data directory is kept; set the instance.Spec's reclone to clone it again. %v", spec.Upstream, err)})
+					Message: fmt.Sprintf("pg_rewind from %s failed and no fork is proven: the data directory is kept; set the Spec's reclone to clone it again. %v", spec.Upstream, err)})
 				return fmt.Errorf("pg_rewind from %s failed: %w", spec.Upstream, err)
 			}
 			return fmt.Errorf("pg_rewind from %s failed (%w), then cloning again: %w", spec.Upstream, err, cerr)
@@ -789,7 +789,7 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 			msg = "no message from the server"
 		}
 		a.setStuck(&instance.Stuck{Reason: classifyStuck(stuckStream, msg),
-			Message: fmt.Sprintf("%s, and no fork is proven: the data directory is kept; set the instance.Spec's reclone to clone it again. The server says: %s", why, msg)})
+			Message: fmt.Sprintf("%s, and no fork is proven: the data directory is kept; set the Spec's reclone to clone it again. The server says: %s", why, msg)})
 		return nil
 	}
 	return err
@@ -818,7 +818,7 @@ func (a *Agent) recloneIfAllowed(ctx context.Context, spec instance.Spec, sysid 
 		a.logf("%s: timeline %d of %s's history ended at %s, and this data directory reached %s on it: a proven fork; cloning again, discarding the WAL from %s to %s",
 			why, discarded.Timeline, spec.Upstream, discarded.From, discarded.To, discarded.From, discarded.To)
 	case authorised:
-		a.logf("%s: cloning again, as the instance.Spec's reclone %q authorises", why, spec.Reclone)
+		a.logf("%s: cloning again, as the Spec's reclone %q authorises", why, spec.Reclone)
 		a.mu.Lock()
 		a.st.Reclone = spec.Reclone
 		a.mu.Unlock()
@@ -841,7 +841,7 @@ func (a *Agent) recloneIfAllowed(ctx context.Context, spec instance.Spec, sysid 
 		a.discarded = discarded
 		a.notice = fmt.Sprintf("%s; a proven fork: the data directory was cloned again, discarding timeline %d's WAL from %s to %s", why, discarded.Timeline, discarded.From, discarded.To)
 	} else {
-		a.notice = fmt.Sprintf("%s: the data directory was cloned again, as the instance.Spec's reclone %q authorised", why, spec.Reclone)
+		a.notice = fmt.Sprintf("%s: the data directory was cloned again, as the Spec's reclone %q authorised", why, spec.Reclone)
 	}
 	a.st.Role, a.st.Fenced, a.st.HasSlots = instance.RoleReplica, false, false
 	a.maxReceived = 0
@@ -914,7 +914,7 @@ func (a *Agent) lingerForFence(max time.Duration) {
 		case done:
 			return
 		case asked:
-			if err := a.fence("the instance.Spec says fenced, and the server is already stopped"); err != nil {
+			if err := a.fence("the Spec says fenced, and the server is already stopped"); err != nil {
 				a.logf("error: persisting the fence: %v", err)
 				return
 			}

@@ -99,7 +99,7 @@ func serve(t *testing.T, h http.Handler, cfg *tls.Config) *recordingListener {
 	return rl
 }
 
-// clientTo is a instance.Client whose every call, to any pod address, reaches addr.
+// clientTo is a Client whose every call, to any pod address, reaches addr.
 func clientTo(addr string) *instance.Client {
 	var d net.Dialer
 	return &instance.Client{HTTP: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
@@ -302,7 +302,7 @@ func TestClientLegacyFallback(t *testing.T) {
 	c := clientTo(old.Addr().String())
 	st, err := c.Status(context.Background(), "10.1.2.3", instance.AgentCredentials{TLS: tlsCreds, LegacyToken: legacy})
 	if err != nil || st.Term != 7 {
-		t.Fatalf("with a LegacyToken against a plain-HTTP agent: %+v %v, want its instance.Status", st, err)
+		t.Fatalf("with a LegacyToken against a plain-HTTP agent: %+v %v, want its Status", st, err)
 	}
 	if _, err := c.Status(context.Background(), "10.1.2.3", instance.AgentCredentials{TLS: tlsCreds}); !errors.Is(err, http.ErrSchemeMismatch) {
 		t.Errorf("without a LegacyToken against a plain-HTTP agent: %v, want the scheme mismatch", err)
@@ -384,7 +384,7 @@ func TestUpstreamAllowed(t *testing.T) {
 	}
 }
 
-// TestSpecForeignUpstream: a instance.Spec naming a foreign upstream is refused
+// TestSpecForeignUpstream: a Spec naming a foreign upstream is refused
 // with 400 naming it and what is allowed, and changes nothing.
 func TestSpecForeignUpstream(t *testing.T) {
 	a := New(Config{Config: postgres.Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", PodName: "orders-1"}, Namespace: "shop", StateFile: filepath.Join(t.TempDir(), "state.json")})
@@ -397,7 +397,7 @@ func TestSpecForeignUpstream(t *testing.T) {
 		t.Fatalf("a foreign upstream: %v, want 400 naming it and the allowed form", err)
 	}
 	if a.spec != nil || a.st.Term != 0 {
-		t.Fatalf("a refused instance.Spec changed the agent: spec %+v, term %d", a.spec, a.st.Term)
+		t.Fatalf("a refused Spec changed the agent: spec %+v, term %d", a.spec, a.st.Term)
 	}
 	st, err := c.Apply(context.Background(), "10.1.2.3", creds, instance.Spec{Role: instance.RoleReplica, Upstream: "orders-0.orders-headless.shop.svc", Slot: "dbkeeper_standby_1", Term: 2})
 	if err != nil || st.Term != 2 {

@@ -49,7 +49,7 @@ const (
 )
 
 func (p bootPlan) String() string {
-	return [...]string{"wait for a instance.Spec", "initialize as primary", "start as primary", "start read-only", "stay stopped until a instance.Spec", "restore from the recovery source"}[p]
+	return [...]string{"wait for a Spec", "initialize as primary", "start as primary", "start read-only", "stay stopped until a Spec", "restore from the recovery source"}[p]
 }
 
 // decideBoot chooses the start: only ordinal 0 with no state file (or

@@ -93,7 +93,7 @@ func (a *Agent) accept(spec instance.Spec, now time.Time) error {
 	a.mu.Unlock()
 	switch checkTerm(seen, spec.Term) {
 	case termStale:
-		return fmt.Errorf("%w: the instance.Spec's term %d is below term %d, the highest this agent has seen: a late or duplicated request, or one from an operator that is no longer the leader; nothing was changed",
+		return fmt.Errorf("%w: the Spec's term %d is below term %d, the highest this agent has seen: a late or duplicated request, or one from an operator that is no longer the leader; nothing was changed",
 			instance.ErrStaleTerm, spec.Term, seen)
 	case termNew:
 		a.mu.Lock()

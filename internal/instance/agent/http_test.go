@@ -18,8 +18,8 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
 )
 
-// TestHTTP checks the client certificate, the instance.Spec's validation and the
-// lease a primary instance.Spec starts, without a server: the connection's verified
+// TestHTTP checks the client certificate, the Spec's validation and the
+// lease a primary Spec starts, without a server: the connection's verified
 // chain is set on the request as the TLS server would.
 func TestHTTP(t *testing.T) {
 	a := New(Config{Config: postgres.Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", PodName: "db-0"}, Namespace: "ns"})
@@ -68,13 +68,13 @@ func TestHTTP(t *testing.T) {
 	}
 	do(http.MethodPut, instance.PathSpec, operator, `{"role":"primary"}`)
 	if !a.leaseDeadline.IsZero() {
-		t.Error("a primary instance.Spec with no slots kept a lease")
+		t.Error("a primary Spec with no slots kept a lease")
 	}
 }
 
 // TestHTTPTerms checks the fencing term: a higher term is on the data
 // volume before the PUT is answered, a lower one is refused with 409 and
-// changes nothing, and a term that cannot be persisted records no instance.Spec.
+// changes nothing, and a term that cannot be persisted records no Spec.
 func TestHTTPTerms(t *testing.T) {
 	dir := t.TempDir()
 	statePath := filepath.Join(dir, "state.json")
@@ -107,26 +107,26 @@ func TestHTTPTerms(t *testing.T) {
 		t.Fatalf("a stale term: %d %s, want 409 naming term 3", rec.Code, rec.Body)
 	}
 	if a.spec.Role != instance.RoleReplica || a.spec.Term != 3 {
-		t.Errorf("a stale instance.Spec was recorded: %+v", a.spec)
+		t.Errorf("a stale Spec was recorded: %+v", a.spec)
 	}
 	if rec := put(`{"role":"primary"}`); rec.Code != http.StatusConflict {
-		t.Errorf("a instance.Spec with no term after term 3: %d, want 409", rec.Code)
+		t.Errorf("a Spec with no term after term 3: %d, want 409", rec.Code)
 	}
-	// The client maps 409 to instance.ErrStaleTerm.
+	// The client maps 409 to ErrStaleTerm.
 	c, creds := serveTLS(t, a, certs)
 	if _, err := c.Apply(context.Background(), "10.1.2.3", creds, instance.Spec{Role: instance.RolePrimary, Term: 1}); !errors.Is(err, instance.ErrStaleTerm) {
-		t.Errorf("client error %v, want instance.ErrStaleTerm", err)
+		t.Errorf("client error %v, want ErrStaleTerm", err)
 	}
-	// A higher term that cannot be persisted: 500, and the instance.Spec is not
+	// A higher term that cannot be persisted: 500, and the Spec is not
 	// recorded.
 	a.cfg.StateFile = filepath.Join(dir, "missing", "state.json")
 	if rec := put(`{"role":"primary","term":4}`); rec.Code != http.StatusInternalServerError {
 		t.Errorf("an unpersistable term: %d %s, want 500", rec.Code, rec.Body)
 	}
 	if a.spec.Role != instance.RoleReplica {
-		t.Errorf("a instance.Spec whose term was not persisted was recorded: %+v", a.spec)
+		t.Errorf("a Spec whose term was not persisted was recorded: %+v", a.spec)
 	}
-	// The operator re-sending the same primary instance.Spec (as during a slow
+	// The operator re-sending the same primary Spec (as during a slow
 	// promotion) is accepted and renews the lease.
 	a.cfg.StateFile = statePath
 	primary := `{"role":"primary","slots":["dbkeeper_standby_1"],"leaseSeconds":15,"term":4}`
@@ -138,6 +138,6 @@ func TestHTTPTerms(t *testing.T) {
 		t.Fatalf("term 4 again: %d %s", rec.Code, rec.Body)
 	}
 	if left := time.Until(a.leaseDeadline); left < 14*time.Second {
-		t.Errorf("the same primary instance.Spec again left the lease at %v, want it renewed to 15 s", left)
+		t.Errorf("the same primary Spec again left the lease at %v, want it renewed to 15 s", left)
 	}
 }

@@ -22,7 +22,7 @@ func SynchronousAllowed(q *replication.Quorum, role instance.Role, podName strin
 		return nil
 	}
 	if role != instance.RolePrimary {
-		return fmt.Errorf("synchronous: only a primary instance.Spec waits for standbys, not a %s one", role)
+		return fmt.Errorf("synchronous: only a primary Spec waits for standbys, not a %s one", role)
 	}
 	if q.Standbys < 1 || q.Standbys > len(q.Names) {
 		return fmt.Errorf("synchronous: standbys %d must be between 1 and the %d names", q.Standbys, len(q.Names))

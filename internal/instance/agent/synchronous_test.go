@@ -21,7 +21,7 @@ func TestSynchronousAllowed(t *testing.T) {
 		{name: "none", role: instance.RoleReplica},
 		{name: "one of two standbys", q: q(1, "orders-1", "orders-2"), role: instance.RolePrimary},
 		{name: "every standby", q: q(2, "orders-1", "orders-2"), role: instance.RolePrimary},
-		{name: "on a replica instance.Spec", q: q(1, "orders-1"), role: instance.RoleReplica, want: "only a primary instance.Spec waits for standbys, not a replica one"},
+		{name: "on a replica Spec", q: q(1, "orders-1"), role: instance.RoleReplica, want: "only a primary Spec waits for standbys, not a replica one"},
 		{name: "no standby to wait for", q: q(0, "orders-1"), role: instance.RolePrimary, want: "standbys 0 must be between 1 and the 1 names"},
 		{name: "more than named", q: q(2, "orders-1"), role: instance.RolePrimary, want: "standbys 2 must be between 1 and the 1 names"},
 		{name: "another Database's pod", q: q(1, "billing-1"), role: instance.RolePrimary, want: `"billing-1" is not a pod of this agent's Database orders`},
