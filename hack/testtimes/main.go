@@ -46,10 +46,16 @@ func main() {
 			fmt.Fprintf(os.Stderr, "testtimes: %v\n", err)
 			os.Exit(1)
 		}
-		defer f.Close()
 		in = io.TeeReader(os.Stdin, f)
-	}
-	if err := s.read(in); err != nil {
+		err = s.read(in)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testtimes: %v\n", err)
+			os.Exit(1)
+		}
+	} else if err := s.read(in); err != nil {
 		fmt.Fprintf(os.Stderr, "testtimes: %v\n", err)
 		os.Exit(1)
 	}

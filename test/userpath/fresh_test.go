@@ -151,7 +151,8 @@ func (m *freshMachine) make(timeout time.Duration, args ...string) (string, erro
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", append([]string{"--no-print-directory", "CACHE_DIR=" + m.cache}, args...)...)
 	cmd.Dir = testenv.ProjectRoot()
-	env := []string{"PATH=" + m.bin, "DBKEEPER_HOST_ROOT=" + m.root}
+	env := make([]string, 0, len(userEnv())+2)
+	env = append(env, "PATH="+m.bin, "DBKEEPER_HOST_ROOT="+m.root)
 	for _, kv := range userEnv() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
@@ -216,8 +217,9 @@ func TestREADMEFreshMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
-	for _, c := range commands(block) {
+	cmds := commands(block)
+	lines := make([]string, 0, len(cmds))
+	for _, c := range cmds {
 		lines = append(lines, c.Line)
 	}
 	if !slices.Equal(lines, []string{"make run", "make test"}) {
