@@ -46,8 +46,8 @@ GOLANGCI_LINT ?= $(GO_TOOL) golangci-lint
 KUBECTL ?= $(K8S_TOOLS_DIR)/kubectl
 
 # Flags for `go test` in `make test` and `make test-fast`; TEST_P packages
-# run at a time (hack/test.sh: the real-node packages one at a time, beside
-# the others).
+# run at a time (hack/test.sh: then the real-node packages one at a time,
+# alone).
 TEST_FLAGS ?= -count=1 -timeout 30m
 TEST_P ?= 2
 export TEST_FLAGS TEST_P

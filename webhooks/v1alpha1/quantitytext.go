@@ -38,6 +38,7 @@ const (
 // list against the Go types.
 var quantityFields = []string{
 	"spec.storage.size",
+	"spec.maxLagOnFailover",
 	"spec.resources.limits.*",
 	"spec.resources.requests.*",
 }
@@ -152,6 +153,8 @@ func quantityExample(path *field.Path) string {
 	switch p := path.String(); {
 	case p == "spec.storage.size":
 		return "10Gi or 1Ti"
+	case p == "spec.maxLagOnFailover":
+		return "16Mi or 1Gi"
 	case strings.HasSuffix(p, "[cpu]"):
 		return "500m or 2"
 	case strings.HasSuffix(p, "[memory]"):
