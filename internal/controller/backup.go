@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +39,7 @@ const (
 type BackupReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	// Agents calls the agents; nil means an instance.Client with
-	// agentTimeout.
+	// Agents calls the agents; nil means newAgentClient's.
 	Agents backupAgentClient
 	// Now is the controller's clock; nil means time.Now.
 	Now func() time.Time
@@ -63,7 +61,7 @@ func (r *BackupReconciler) now() time.Time {
 // SetupWithManager registers the Backup controller.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if r.Agents == nil {
-		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}, Unreachable: opts.AgentUnreachable}
+		r.Agents = newAgentClient(opts)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backup").

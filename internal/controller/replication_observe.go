@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,15 @@ import (
 // agentTimeout bounds one call to an instance agent: an agent that does
 // not answer within it counts as not answering.
 const agentTimeout = 3 * time.Second
+
+// newAgentClient is the controllers' client of the instance agents. It
+// sets no overall timeout: each call is bounded by its context, since the
+// calls differ (a status in agentTimeout, a retention, which runs
+// barman-cloud against the store, in retentionTimeout), and an
+// http.Client's Timeout would cut the longer ones short.
+func newAgentClient(opts Options) *instance.Client {
+	return &instance.Client{HTTP: &http.Client{}, Unreachable: opts.AgentUnreachable}
+}
 
 // agentClient calls the instance agents; *instance.Client in production.
 type agentClient interface {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -36,7 +35,6 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
-	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
@@ -59,7 +57,7 @@ type DatabaseReconciler struct {
 	Random io.Reader
 
 	// Agents calls the instance agents of replicated Databases; nil means
-	// an instance.Client with agentTimeout.
+	// newAgentClient's.
 	Agents agentClient
 	// Now is the controller's clock; nil means time.Now.
 	Now func() time.Time
@@ -160,7 +158,7 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 		r.Random = rand.Reader
 	}
 	if r.Agents == nil {
-		r.Agents = &instance.Client{HTTP: &http.Client{Timeout: agentTimeout}, Unreachable: opts.AgentUnreachable}
+		r.Agents = newAgentClient(opts)
 	}
 	r.build = desired.Options{
 		InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage),
