@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,11 +38,17 @@ func (run *replicationRun) notice() {
 		if !m.answered() || m.status.Discarded == nil {
 			continue
 		}
-		if d := *m.status.Discarded; run.r.notices.discarded(key, m.name(), d) {
-			run.event(corev1.EventTypeWarning, "WALDiscarded",
-				"%s was cloned again from %s after a proven fork: its WAL from %s to %s on timeline %d, which the primary's history does not contain, was discarded",
-				m.name(), podOfHost(d.Upstream), d.From, d.To, d.Timeline)
+		d := *m.status.Discarded
+		if !run.r.notices.discarded(key, m.name(), d) {
+			continue
 		}
+		how := fmt.Sprintf("was cloned again from %s after a proven fork", podOfHost(d.Upstream))
+		if d.Rewound {
+			how = fmt.Sprintf("was rewound to %s's history", podOfHost(d.Upstream))
+		}
+		run.event(corev1.EventTypeWarning, "WALDiscarded",
+			"%s %s: its WAL from %s to %s on timeline %d, which the primary's history does not contain, was discarded",
+			m.name(), how, d.From, d.To, d.Timeline)
 	}
 }
 

@@ -379,6 +379,13 @@ func TestDiscardedWALIsReportedOncePerRange(t *testing.T) {
 	if evs := drain(recorder); countMatching(evs, "WALDiscarded", "0/4000000 to 0/4000100", "timeline 2") != 1 {
 		t.Errorf("Events = %q, want one for the new range", evs)
 	}
+	// A rewind's range is reported as a rewind.
+	discarded = instance.Discarded{Timeline: 2, From: "0/5000000", To: "0/5000200", Upstream: podHost(f.db, "orders-1"), Rewound: true}
+	f.now = f.now.Add(leaseRenewPeriod)
+	f.reconcile()
+	if evs := drain(recorder); countMatching(evs, "Warning", "WALDiscarded", "orders-2 was rewound to orders-1's history", "0/5000000 to 0/5000200", "timeline 2") != 1 {
+		t.Errorf("Events = %q, want one WALDiscarded Warning saying orders-2 was rewound", evs)
+	}
 }
 
 func TestTheRecloneAnnotationReachesThatPodAlone(t *testing.T) {

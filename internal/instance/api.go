@@ -341,9 +341,9 @@ type Status struct {
 	// the standby streams again or a different Spec arrives.
 	Stuck *Stuck `json:"stuck,omitempty"`
 	// Discarded is the WAL range the agent's last automatic re-clone after
-	// a proven fork discarded (the upstream's timeline history says
-	// Timeline ended at From, and the data directory had reached To on
-	// it); nil when there was none since it started.
+	// a proven fork, or its last pg_rewind, discarded (the upstream's
+	// timeline history says Timeline ended at From, and the data directory
+	// had reached To on it); nil when there was none since it started.
 	Discarded *Discarded `json:"discarded,omitempty"`
 	// Features are what this agent takes in a Spec beyond what every
 	// release took: FeatureSynchronous. The operator sends a field only to
@@ -392,9 +392,9 @@ type Stuck struct {
 	Message string `json:"message"`
 }
 
-// Discarded is the WAL an automatic re-clone after a proven fork threw
-// away: from the fork point on the standby's old timeline to how far it
-// had got.
+// Discarded is the WAL an automatic re-clone after a proven fork, or a
+// pg_rewind, threw away: from the fork point on the server's old timeline
+// to how far it had got.
 type Discarded struct {
 	// Timeline is the timeline the discarded WAL was on.
 	Timeline uint32 `json:"timeline"`
@@ -403,8 +403,12 @@ type Discarded struct {
 	From string `json:"from"`
 	// To is how far the standby had got on Timeline.
 	To string `json:"to"`
-	// Upstream is the host it was cloned from again.
+	// Upstream is the host it was cloned or rewound from.
 	Upstream string `json:"upstream"`
+	// Rewound is true when pg_rewind discarded it (the data directory was
+	// kept up to From), false when a new clone replaced the data
+	// directory.
+	Rewound bool `json:"rewound,omitempty"`
 }
 
 // Standby is one operator-owned replication slot on a primary.

@@ -694,6 +694,10 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 		a.setPhase(instance.PhaseStopped)
 		return fmt.Errorf("before rewinding from %s, making sure its control file names its timeline: %w: will try again", spec.Upstream, err)
 	}
+	var before []postgres.Position
+	if cd, err := a.pg.ControlData(ctx); err == nil {
+		_, before = postgres.PositionsOf(cd)
+	}
 	a.logf("rewinding from %s", spec.Upstream)
 	out, err := a.pg.Rewind(ctx, spec.Upstream)
 	if err == nil && diverged && strings.Contains(out, "no rewind required") {
@@ -725,10 +729,18 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	} else if out != "" {
 		a.logf("pg_rewind: %s", out)
 	}
+	discarded := rewindDiscarded(out, before, spec.Upstream)
+	if discarded != nil {
+		a.logf("pg_rewind discarded the WAL from %s to %s on timeline %d, which %s's history does not contain",
+			discarded.From, discarded.To, discarded.Timeline, spec.Upstream)
+	}
 	a.mu.Lock()
 	a.st.Role, a.st.Fenced, a.st.HasSlots = instance.RoleReplica, false, false
 	a.maxReceived = 0 // rewound to the fork: what it received past it is gone
 	a.diverged = false
+	if discarded != nil {
+		a.discarded = discarded
+	}
 	a.mu.Unlock()
 	return a.becomeStandby(ctx, spec)
 }

@@ -464,6 +464,37 @@ var (
 	startingPointRefusal = regexp.MustCompile(`(?:FATAL|ERROR):\s+requested starting point ([0-9A-F]+/[0-9A-F]+) on timeline (\d+) is not in this server's history`)
 )
 
+// rewindDiscarded is the WAL a pg_rewind that printed out threw away:
+// from where it says the servers diverged to where the target's WAL ended
+// on that timeline, which pg_rewind takes from the control file the target
+// had before (before: its checkpoint and its minimum recovery point; the
+// agent rewinds only a cleanly shut down server). nil when pg_rewind found
+// no divergence, or the target had nothing past it.
+func rewindDiscarded(out string, before []postgres.Position, upstream string) *instance.Discarded {
+	m := rewindDivergence.FindStringSubmatch(out)
+	if m == nil {
+		return nil
+	}
+	fork := postgres.MakePosition(atoi(m[2]), m[1])
+	if fork.Timeline == 0 {
+		return nil
+	}
+	var end replication.LSN
+	for _, p := range before {
+		if p.Timeline == fork.Timeline && p.LSN > end {
+			end = p.LSN
+		}
+	}
+	if end <= fork.LSN {
+		return nil
+	}
+	return &instance.Discarded{Timeline: fork.Timeline, From: fork.LSN.String(), To: end.String(), Upstream: upstream, Rewound: true}
+}
+
+// rewindDivergence is pg_rewind's report of the fork (pg_rewind.c): "servers
+// diverged at WAL location X on timeline T".
+var rewindDivergence = regexp.MustCompile(`servers diverged at WAL location ([0-9A-F]+/[0-9A-F]+) on timeline (\d+)`)
+
 func atoi(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // TestAgentRewindsAfterASwitchoverThenAFailover: a switchover from db-0
@@ -120,6 +121,15 @@ func TestAgentRewindsAfterASwitchoverThenAFailover(t *testing.T) {
 	after := string(log[len(before):])
 	if !strings.Contains(after, "rewinding from "+h0) || strings.Contains(after, "cloning") {
 		t.Errorf("db-2's log after its Spec to follow db-0 shows no rewind, or a new clone:\n%s", after)
+	}
+	// The rewind reports what it discarded (row 4000's WAL on timeline 2),
+	// for the operator's WALDiscarded Event.
+	d := c.status(2).Discarded
+	if d == nil || !d.Rewound || d.Timeline != 2 || d.Upstream != h0 {
+		t.Fatalf("db-2 reports Discarded %+v, want the WAL pg_rewind discarded on timeline 2, rewound from %s", d, h0)
+	}
+	if from, to := lsnOf(t, d.From), lsnOf(t, d.To); from >= to {
+		t.Errorf("db-2 reports Discarded from %s to %s: an empty range", d.From, d.To)
 	}
 }
 
@@ -232,4 +242,14 @@ func TestAgentRewindsAPrimaryThatFencedItself(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lsnOf parses an LSN a Status reports.
+func lsnOf(t *testing.T, s string) replication.LSN {
+	t.Helper()
+	l, err := replication.ParseLSN(s)
+	if err != nil {
+		t.Fatalf("LSN %q: %v", s, err)
+	}
+	return l
 }
