@@ -38,6 +38,14 @@ func TestRealNode(t *testing.T) {
 	pgImage := s.image("dbkeeper.local/postgres:")
 	mariadbImage := s.image("dbkeeper.local/mariadb:")
 
+	// The longest first (suite.parallel starts them in this order).
+	s.parallel(t, "backups: archived and restored, then retention (one at a time: the first stops the object store)", "", func(s *suite, t subtest) {
+		s.run(t.T, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
+		s.run(t.T, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
+	})
+	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
+	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
+
 	s.parallel(t, "postgres: Ready, reaching nothing outside, a deleted pod, a refused resize, re-created with Retain", "orders", func(s *suite, t subtest) {
 		pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
 
@@ -278,12 +286,6 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
-	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
-	s.parallel(t, "backups: archived and restored, then retention (one at a time: the first stops the object store)", "", func(s *suite, t subtest) {
-		s.run(t.T, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
-		s.run(t.T, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
-	})
-	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

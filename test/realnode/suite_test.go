@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -185,24 +186,85 @@ func (s *suite) run(t *testing.T, title, db string, f func(t subtest)) {
 // Databases of their own names in the namespace and nothing the others
 // change (the manager, the object store); most of their time is waiting
 // for servers, failovers and restores, which overlaps.
+//
+// At most scenarioSlots run at once, and they start in the order they
+// were declared (go test's own -parallel releases them in no set order):
+// the longest come first, so that the suite lasts about as long as its
+// longest scenario.
 func (s *suite) parallel(t *testing.T, title, db string, f func(s *suite, t subtest)) {
 	g := *s
 	g.run(t, title, db, func(t subtest) {
+		// Taken before t.Parallel, while the scenarios that -run selects
+		// are declared one after another.
+		turn := slots.take()
 		t.Parallel()
+		slots.wait(turn)
+		defer slots.done()
 		f(&g, t)
 	})
 }
 
-// TestMain lets three scenarios of the suite run at once (-parallel, which
-// a flag overrides): they wait far more than they compute, but a 2-core
-// machine running every 3-replica Database at once misses their timeouts.
+// scenarioSlots is how many parallel scenarios run at once (-parallel
+// sets it): they wait far more than they compute, but a 2-core machine
+// running every 3-replica Database at once misses their timeouts.
+var scenarioSlots = 3
+
+// slots lets the parallel scenarios start in the order they were
+// declared, scenarioSlots at a time.
+var slots orderedSlots
+
+type orderedSlots struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	tickets int // handed out, in declaration order
+	next    int // the next ticket allowed to start
+	running int
+}
+
+// take returns the next ticket.
+func (o *orderedSlots) take() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.tickets++
+	return o.tickets - 1
+}
+
+// wait blocks until every earlier ticket has started and a slot is free.
+func (o *orderedSlots) wait(ticket int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cond == nil {
+		o.cond = sync.NewCond(&o.mu)
+	}
+	for ticket != o.next || o.running >= scenarioSlots {
+		o.cond.Wait()
+	}
+	o.next++
+	o.running++
+	o.cond.Broadcast()
+}
+
+// done frees a slot.
+func (o *orderedSlots) done() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.running--
+	o.cond.Broadcast()
+}
+
+// TestMain takes -parallel as the number of scenarios at once
+// (scenarioSlots, 3 unless set) and lets go test release them all, to
+// start in order (suite.parallel).
 func TestMain(m *testing.M) {
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", "3")
-	}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
+				scenarioSlots = n
+			}
+		}
+	})
+	_ = flag.Set("test.parallel", "64")
 	os.Exit(m.Run())
 }
 
