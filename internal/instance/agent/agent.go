@@ -795,6 +795,9 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 	}
 	pos = append(pos, reportedPositions(a.serverLog(), replayed)...)
 	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, stuckAfter)
+	if rec, err := a.db.Recovery(ctx); err == nil {
+		why += " (" + rec + ")"
+	}
 	err = a.recloneIfAllowed(ctx, spec, sysid, pos, why)
 	if errors.Is(err, errNotAllowed) {
 		if msg == "" {

@@ -437,6 +437,24 @@ func (d *DB) Streaming(ctx context.Context) (pid int, inRecovery bool, err error
 	return pid, inRecovery, err
 }
 
+// Recovery describes, for a stuck standby's report, what its recovery
+// does: the WAL receiver's state (pg_stat_wal_receiver's status, "none"
+// when no receiver runs), whether replay is paused
+// (pg_get_wal_replay_pause_state), and the last replayed position.
+func (d *DB) Recovery(ctx context.Context) (string, error) {
+	var receiver, paused, replayed string
+	err := d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, `
+SELECT coalesce((SELECT status || coalesce(' from ' || sender_host, '') FROM pg_stat_wal_receiver), 'none'),
+       CASE WHEN pg_is_in_recovery() THEN pg_get_wal_replay_pause_state() ELSE 'not in recovery' END,
+       coalesce(pg_last_wal_replay_lsn()::text, 'none')`).Scan(&receiver, &paused, &replayed)
+	})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("WAL receiver %s, replay %s at %s", receiver, paused, replayed), nil
+}
+
 // UpstreamHistory reads, on the primary at conninfo (as the superuser),
 // its current timeline (of the WAL it writes), its system identifier, and
 // that timeline's history file ("" on timeline 1).
