@@ -4,7 +4,8 @@
 // docs/replication.md §3).
 //
 //	dbkeeper-instance install DIR               copy this binary to DIR (init container)
-//	dbkeeper-instance run [--listen :8008] -- FLAGS   run the server with FLAGS, serving the agent API over mutual TLS
+//	dbkeeper-instance run [--listen :8008] [--metrics-listen :9187] -- FLAGS   run the server with FLAGS, serving the agent API over
+//	                                              mutual TLS and the metrics over plain HTTP
 //	dbkeeper-instance archiver [--socket PATH]         serve barman-cloud to the server (backup sidecar)
 //	dbkeeper-instance archive [--socket PATH] WAL      archive_command: archive %p through the sidecar
 //	dbkeeper-instance restore [--socket PATH] [--recovery] NAME DEST restore_command: fetch %f into %p through the sidecar
@@ -64,7 +65,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, "usage: dbkeeper-instance %s DIR | %s [--listen ADDR] -- SERVER-FLAGS | %s [--socket PATH] | %s [--socket PATH] WAL | %s [--socket PATH] [--recovery] NAME DEST\n",
+	fmt.Fprintf(os.Stderr, "usage: dbkeeper-instance %s DIR | %s [--listen ADDR] [--metrics-listen ADDR] -- SERVER-FLAGS | %s [--socket PATH] | %s [--socket PATH] WAL | %s [--socket PATH] [--recovery] NAME DEST\n",
 		instance.CommandInstall, instance.CommandRun, archiver.CommandServe, archiver.CommandArchive, archiver.CommandRestore)
 	os.Exit(2)
 }
@@ -106,6 +107,7 @@ func install(dir string) error {
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	listen := fs.String("listen", ":"+strconv.Itoa(instance.Port), "the agent API's HTTPS listen address")
+	metrics := fs.String("metrics-listen", "", "the metrics' plain HTTP listen address (default: --listen's host, port "+strconv.Itoa(instance.MetricsPort)+")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,6 +115,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.MetricsListen = *metrics
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return agent.New(cfg).Run(ctx)

@@ -63,6 +63,7 @@ func main() {
 		backupImage             string
 		operatorNamespace       string
 		operatorPodLabels       string
+		metricsScrapers         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -111,6 +112,9 @@ func main() {
 			"Defaults to POD_NAMESPACE; empty (a manager outside the cluster): no pod may reach the agents' port.")
 	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "app.kubernetes.io/name=dbkeeper,control-plane=controller-manager",
 		"Labels of the manager's pods in --operator-namespace, as key=value,key=value, for the same NetworkPolicy rule.")
+	flag.StringVar(&metricsScrapers, "metrics-scraper-namespace-labels", "metrics=enabled",
+		"Labels of the namespaces whose pods may scrape the instance agents' metrics port (9187), as key=value,key=value: "+
+			"the Databases' NetworkPolicies admit it from every pod there. Empty: from none (docs/monitoring.md).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -133,6 +137,11 @@ func main() {
 	podLabels, err := labels.ConvertSelectorToLabelsMap(operatorPodLabels)
 	if err != nil || len(podLabels) == 0 {
 		log.Error(err, "invalid --operator-pod-labels: need key=value pairs separated by commas, such as control-plane=controller-manager")
+		os.Exit(1)
+	}
+	scraperLabels, err := labels.ConvertSelectorToLabelsMap(metricsScrapers)
+	if err != nil {
+		log.Error(err, "invalid --metrics-scraper-namespace-labels: need key=value pairs separated by commas, such as metrics=enabled")
 		os.Exit(1)
 	}
 	if backoffBase <= 0 || backoffMax < backoffBase {
@@ -217,7 +226,7 @@ func main() {
 		InstanceImage:           instanceImage,
 		AgentUnreachable:        unreachable,
 		BackupImage:             backupImage,
-		Operator:                desired.OperatorPeer{Namespace: operatorNamespace, PodLabels: podLabels},
+		Operator:                desired.OperatorPeer{Namespace: operatorNamespace, PodLabels: podLabels, MetricsScrapers: scraperLabels},
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
 		os.Exit(1)

@@ -29,6 +29,11 @@ type OperatorPeer struct {
 	Namespace string
 	// PodLabels select the operator's pods in Namespace.
 	PodLabels map[string]string
+	// MetricsScrapers are the labels of the namespaces whose pods may
+	// scrape the agents' metrics port (a Prometheus's); nil: none may.
+	// It rides here because it is, like the rest, the operator's
+	// configuration (--metrics-scraper-namespace-labels).
+	MetricsScrapers map[string]string
 }
 
 // NetworkPolicy returns the Database's NetworkPolicy over its pods, for
@@ -39,7 +44,9 @@ type OperatorPeer struct {
 //     log in, and how, is the server's pg_hba and its roles' business;
 //   - the instance agents' port (postgres) only from the operator's pods,
 //     op. A kubelet's probes come from its node, which network plugins
-//     admit whatever the policy says.
+//     admit whatever the policy says;
+//   - the agents' metrics port (postgres) from every pod of the
+//     namespaces op.MetricsScrapers selects (docs/monitoring.md).
 //
 // Every other port of the pods is closed to other pods.
 func NetworkPolicy(db *dbv1.Database, op OperatorPeer) *networkingv1ac.NetworkPolicyApplyConfiguration {
@@ -58,6 +65,12 @@ func NetworkPolicy(db *dbv1.Database, op OperatorPeer) *networkingv1ac.NetworkPo
 				WithNamespaceSelector(metav1ac.LabelSelector().
 					WithMatchLabels(map[string]string{corev1.LabelMetadataName: op.Namespace})).
 				WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(op.PodLabels))))
+	}
+	if HasInstanceAgent(db) && len(op.MetricsScrapers) > 0 {
+		rules = append(rules, networkingv1ac.NetworkPolicyIngressRule().
+			WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(instance.MetricsPort))).
+			WithFrom(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().WithMatchLabels(op.MetricsScrapers))))
 	}
 	return networkingv1ac.NetworkPolicy(NetworkPolicyName(db), db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).

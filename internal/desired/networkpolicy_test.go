@@ -83,3 +83,38 @@ func TestNetworkPolicyAdmitsTheAgentPortOnlyFromTheOperator(t *testing.T) {
 		})
 	}
 }
+
+func TestNetworkPolicyAdmitsTheMetricsPortFromTheScrapersNamespaces(t *testing.T) {
+	scrapers := map[string]string{"metrics": "enabled"}
+	op := OperatorPeer{Namespace: "dbkeeper-system", PodLabels: map[string]string{"control-plane": "controller-manager"}, MetricsScrapers: scrapers}
+	np := builtPolicy(t, fixture.Defaulted(fixture.Database("shop")), op)
+	var found bool
+	for _, r := range np.Spec.Ingress {
+		if len(r.Ports) != 1 || r.Ports[0].Port.IntValue() != 9187 {
+			continue
+		}
+		found = true
+		if len(r.From) != 1 || r.From[0].PodSelector != nil || r.From[0].NamespaceSelector == nil ||
+			!maps.Equal(r.From[0].NamespaceSelector.MatchLabels, scrapers) || len(r.From[0].NamespaceSelector.MatchExpressions) != 0 {
+			t.Errorf("the metrics port is admitted from %+v, want every pod of the namespaces labelled metrics=enabled", r.From)
+		}
+	}
+	if !found {
+		t.Errorf("no rule admits the metrics port 9187: %+v", np.Spec.Ingress)
+	}
+	// Without scrapers configured, or without an agent, no rule for it:
+	// a rule without a peer would admit every source.
+	for name, tc := range map[string]struct {
+		db *dbv1.Database
+		op OperatorPeer
+	}{
+		"no scrapers": {fixture.Defaulted(fixture.Database("shop")), OperatorPeer{Namespace: "dbkeeper-system", PodLabels: op.PodLabels}},
+		"mysql":       {fixture.Defaulted(fixture.Database("shop", fixture.WithEngine(dbv1.EngineMySQL))), op},
+	} {
+		for _, r := range builtPolicy(t, tc.db, tc.op).Spec.Ingress {
+			if len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 9187 {
+				t.Errorf("%s: a rule admits the metrics port: %+v", name, r)
+			}
+		}
+	}
+}

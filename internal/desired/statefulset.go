@@ -299,7 +299,12 @@ func container(db *dbv1.Database, info catalog.EngineInfo, opts Options) *corev1
 		c.WithPorts(corev1ac.ContainerPort().
 			WithName(instance.PortName).
 			WithContainerPort(instance.Port).
-			WithProtocol(corev1.ProtocolTCP))
+			WithProtocol(corev1.ProtocolTCP),
+			// The agent's metrics, plain HTTP (docs/monitoring.md).
+			corev1ac.ContainerPort().
+				WithName(instance.MetricsPortName).
+				WithContainerPort(instance.MetricsPort).
+				WithProtocol(corev1.ProtocolTCP))
 	}
 	c.WithVolumeMounts(
 		corev1ac.VolumeMount().WithName(VolumeData).WithMountPath(info.MountPath),

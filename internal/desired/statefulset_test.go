@@ -68,7 +68,8 @@ func TestStatefulSetShape(t *testing.T) {
 			}
 			wantPorts := []corev1.ContainerPort{{Name: string(tt.db.Spec.Engine), ContainerPort: *tt.db.Spec.Port, Protocol: corev1.ProtocolTCP}}
 			if tt.db.Spec.Engine == dbv1.EnginePostgres {
-				wantPorts = append(wantPorts, corev1.ContainerPort{Name: "agent", ContainerPort: 8008, Protocol: corev1.ProtocolTCP})
+				wantPorts = append(wantPorts, corev1.ContainerPort{Name: "agent", ContainerPort: 8008, Protocol: corev1.ProtocolTCP},
+					corev1.ContainerPort{Name: "metrics", ContainerPort: 9187, Protocol: corev1.ProtocolTCP})
 			}
 			if !slices.Equal(c.Ports, wantPorts) {
 				t.Errorf("ports = %+v, want %+v", c.Ports, wantPorts)

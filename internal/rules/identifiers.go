@@ -10,6 +10,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/catalog"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
 // identifierRE is the syntax of database and user names: identifiers both
@@ -46,6 +47,9 @@ var (
 			}
 			if e.Name == dbv1.EnginePostgres && strings.HasPrefix(name, "pg_") {
 				return "is reserved by postgres: role names starting with pg_ are for its predefined roles"
+			}
+			if e.Name == dbv1.EnginePostgres && name == instance.MonitorRole {
+				return "is reserved by dbkeeper: its agents' monitoring role"
 			}
 			return ""
 		},

@@ -320,6 +320,7 @@ func TestValidateCreateRefusesInvalidDatabases(t *testing.T) {
 		{name: "a username with a dot", db: valid(fixture.WithUsername("shop.app")), want: []fieldError{invalidAt("spec.username")}},
 		{name: "the postgres superuser", db: valid(fixture.WithUsername("postgres")), want: []fieldError{invalidAt("spec.username")}, detail: "reserved"},
 		{name: "a postgres username starting with pg_", db: valid(fixture.WithUsername("pg_monitor")), want: []fieldError{invalidAt("spec.username")}, detail: "pg_"},
+		{name: "the agents' monitoring role as the postgres username", db: valid(fixture.WithUsername("dbkeeper_monitor")), want: []fieldError{invalidAt("spec.username")}, detail: "monitoring role"},
 		{name: "the mysql root user", db: validMySQL(fixture.WithUsername("root")), want: []fieldError{invalidAt("spec.username")}},
 		{name: "a mysql username of 33 characters", db: validMySQL(fixture.WithUsername(strings.Repeat("u", 33))), want: []fieldError{tooLong("spec.username")}},
 

@@ -182,6 +182,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	go a.procs.Reap(ctx)
 	go a.watchdog(ctx)
+	go a.serveMetrics(ctx)
 	if a.cfg.ArchiverSocket != "" {
 		go a.archivingLoop(ctx)
 	}

@@ -38,6 +38,11 @@ type Config struct {
 	// ArchiverSocket is the backup sidecar's socket (EnvArchiverSocket),
 	// "" in a pod without the sidecar: then Status.Archiving stays nil.
 	ArchiverSocket string
+	// MetricsListen is the metrics' plain HTTP address; "" for Listen's
+	// host on instance.MetricsPort (metricsAddress). CustomQueriesDir is
+	// the directory of the custom queries' files
+	// (instance.EnvCustomQueriesDir), "" for none.
+	MetricsListen, CustomQueriesDir string
 }
 
 // ConfigFromEnv reads the agent's configuration from its environment and
@@ -61,7 +66,8 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 		Namespace: os.Getenv(instance.EnvPodNamespace),
 		StateFile: os.Getenv(instance.EnvStateFile),
 		// Set by the StatefulSet only in a pod with the backup sidecar.
-		ArchiverSocket: os.Getenv(instance.EnvArchiverSocket),
+		ArchiverSocket:   os.Getenv(instance.EnvArchiverSocket),
+		CustomQueriesDir: os.Getenv(instance.EnvCustomQueriesDir),
 	}
 	var errs []error
 	if c.TLSRequired && c.TLSDir == "" {

@@ -116,6 +116,7 @@ func TestServerNamesAgreeWithTheContract(t *testing.T) {
 		{postgres.TLSFileCA, instance.TLSFileCA},
 		{postgres.TLSFileCert, instance.TLSFileCert},
 		{postgres.TLSFileKey, instance.TLSFileKey},
+		{postgres.MonitorRole, instance.MonitorRole},
 	} {
 		if n.server != n.contract {
 			t.Errorf("the server package says %q where the contract says %q", n.server, n.contract)

@@ -22,6 +22,9 @@ func (a *Agent) ensureRolesOnce(ctx context.Context) error {
 	if err := a.pg.EnsureRoles(ctx); err != nil {
 		return fmt.Errorf("roles: %w", err)
 	}
+	if err := a.pg.EnsureMonitorRole(ctx); err != nil {
+		return fmt.Errorf("roles: %w", err)
+	}
 	a.mu.Lock()
 	a.rolesSet = gen
 	a.mu.Unlock()
