@@ -174,6 +174,7 @@ func TestCRD(t *testing.T) {
 	t.Run("deletionProtection holds without the webhooks", func(t *testing.T) { testDeletionProtectionPolicy(t, c) })
 	t.Run("the backup and bootstrap rules hold without the webhooks", func(t *testing.T) { testBackupRules(t, c) })
 	t.Run("the tls rules hold without the webhooks", func(t *testing.T) { testTLSRules(t, c) })
+	t.Run("the monitoring rules hold without the webhooks", func(t *testing.T) { testMonitoringRules(t, c) })
 
 	t.Run("kubectl get prints the printer columns", func(t *testing.T) {
 		path := testenv.AdminKubeconfig(t, env)

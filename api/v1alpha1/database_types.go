@@ -118,6 +118,7 @@ type StorageSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.engine) || self.engine == 'postgres'",message="backups are supported for postgres only",fieldPath=".backup",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.recovery) || !has(self.engine) || self.engine == 'postgres'",message="recovery from backups is supported for postgres only",fieldPath=".bootstrap.recovery",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || !has(self.engine) || self.engine == 'postgres'",message="TLS settings are supported for postgres only: remove spec.tls for mysql",fieldPath=".tls",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.engine) || self.engine == 'postgres'",message="monitoring settings are supported for postgres only: remove spec.monitoring for mysql",fieldPath=".monitoring",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="field is immutable: a Database is bootstrapped once, when it is created",fieldPath=".bootstrap",reason=FieldValueForbidden
 type DatabaseSpec struct {
 	// engine is the database engine: postgres or mysql. Defaults to postgres.
@@ -289,6 +290,30 @@ type DatabaseSpec struct {
 	// .<namespace>.svc and .<namespace>.svc.cluster.local.
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// monitoring configures the Prometheus metrics each pod's instance
+	// agent serves on its port metrics, 9187 (postgres only;
+	// docs/monitoring.md).
+	// +optional
+	Monitoring *MonitoringSpec `json:"monitoring,omitempty"`
+}
+
+// MonitoringSpec configures the metrics of a postgres Database's pods.
+type MonitoringSpec struct {
+	// customQueriesConfigMap names a ConfigMap in the Database's namespace
+	// whose every key is a file of custom queries in postgres_exporter's
+	// queries.yaml format, with CloudNativePG's primary and
+	// target_databases: each GAUGE or COUNTER column of a query is the
+	// metric dbkeeper_<query>_<column>. The queries run as the
+	// monitoring role (a member of pg_monitor, read-only sessions). An
+	// edit of the ConfigMap's data is taken without a restart, within the
+	// kubelet's sync period; setting, changing or removing this name
+	// restarts the pods. A ConfigMap that does not exist gives no custom
+	// query until it is made.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	CustomQueriesConfigMap string `json:"customQueriesConfigMap,omitempty"`
 }
 
 // SynchronousReplication is a quorum of standbys that must have written a

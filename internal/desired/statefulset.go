@@ -177,6 +177,9 @@ func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConf
 	if hasSidecar(db) {
 		pod.WithVolumes(backupVolumes(db, opts)...)
 	}
+	if customQueriesConfigMap(db) != "" {
+		pod.WithVolumes(customQueriesVolume(db))
+	}
 
 	return appsv1ac.StatefulSet(StatefulSetName(db), db.Namespace).
 		WithLabels(Labels(db, ComponentDatabase)).
@@ -319,6 +322,9 @@ func container(db *dbv1.Database, info catalog.EngineInfo, opts Options) *corev1
 			corev1ac.VolumeMount().WithName(VolumeTLS).WithMountPath(instance.TLSDir).WithReadOnly(true),
 		)
 	}
+	if customQueriesConfigMap(db) != "" {
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeCustomQueries).WithMountPath(instance.CustomQueriesDir).WithReadOnly(true))
+	}
 	c.WithSecurityContext(containerSecurityContext())
 	if r := resources(db); r != nil {
 		c.WithResources(r)
@@ -441,6 +447,9 @@ func env(db *dbv1.Database, info catalog.EngineInfo) []*corev1ac.EnvVarApplyConf
 			// The agent asks the backup sidecar to restore and reports
 			// archiving only with it.
 			vars = append(vars, value(instance.EnvArchiverSocket, archiver.DefaultSocket))
+		}
+		if customQueriesConfigMap(db) != "" {
+			vars = append(vars, value(instance.EnvCustomQueriesDir, instance.CustomQueriesDir))
 		}
 	}
 	slices.SortFunc(vars, func(a, b *corev1ac.EnvVarApplyConfiguration) int {

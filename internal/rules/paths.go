@@ -36,7 +36,7 @@ var (
 var reportOrder = []*field.Path{
 	enginePath, versionPath, imagePath, replicasPath, specPath.Child("storage"), resourcesPath,
 	portPath, databaseNamePath, usernamePath, parametersPath, policyPath, primaryPath, failoverPath, maxLagPath,
-	synchronousPath, backupPath, tlsPath, bootstrapPath,
+	synchronousPath, backupPath, tlsPath, monitoringPath, bootstrapPath,
 }
 
 // FieldRank orders field paths as Validate reports them: metadata first,

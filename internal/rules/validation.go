@@ -62,6 +62,7 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateSynchronous(engine, spec, &errs)
 	validateBackup(engine, spec, &errs)
 	validateTLS(engine, spec, &errs)
+	validateMonitoring(engine, spec, &errs)
 	r.validateBootstrap(engine, db, &errs)
 	return errs
 }

@@ -128,6 +128,9 @@ func rollingChanges(oldSpec, newSpec *dbv1.DatabaseSpec) []string {
 	if tlsChangesPods(oldSpec, newSpec) {
 		fields = append(fields, tlsPath.Child("required").String())
 	}
+	if monitoringChangesPods(oldSpec, newSpec) {
+		fields = append(fields, monitoringPath.Child("customQueriesConfigMap").String())
+	}
 	return fields
 }
 

@@ -249,10 +249,12 @@ type customQueries struct {
 	read    bool
 	queries []customQuery
 	loadErr error
+	// failing is each failing query's last error, logged when it changes.
+	failing map[string]string
 }
 
 func newCustomQueries(dir string, logf func(string, ...any)) *customQueries {
-	return &customQueries{dir: dir, logf: logf}
+	return &customQueries{dir: dir, logf: logf, failing: map[string]string{}}
 }
 
 // reload reads the files again and, when they changed, parses them: on
@@ -325,7 +327,7 @@ func (c *customQueries) collect(ctx context.Context, mon *postgres.MonitorDB, in
 					var err error
 					if all, err = mon.ConnectableDatabases(ctx); err != nil {
 						failed(q.name)
-						c.logf("metrics: custom query %s: listing the databases: %v", q.name, err)
+						c.noteFailure(q.name, fmt.Errorf("listing the databases: %w", err))
 						continue
 					}
 				}
@@ -347,14 +349,30 @@ func (c *customQueries) collect(ctx context.Context, mon *postgres.MonitorDB, in
 			}
 			metrics = append(metrics, ms...)
 		}
+		c.noteFailure(q.name, err)
 		if err != nil {
 			failed(q.name)
-			c.logf("metrics: custom query %s: %v", q.name, err)
 			continue
 		}
 		for _, m := range metrics {
 			ch <- m
 		}
+	}
+}
+
+// noteFailure logs a query's error when it differs from its last one,
+// and that it works again; err is nil for a success.
+func (c *customQueries) noteFailure(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last, was := c.failing[name]
+	switch {
+	case err == nil && was:
+		delete(c.failing, name)
+		c.logf("metrics: custom query %s works again", name)
+	case err != nil && (!was || last != err.Error()):
+		c.failing[name] = err.Error()
+		c.logf("metrics: custom query %s fails (counted in dbkeeper_query_errors_total): %v", name, err)
 	}
 }
 

@@ -137,10 +137,13 @@ type metricsCollector struct {
 
 	mu     sync.Mutex
 	errors map[string]float64 // query errors by query
+	// failing is each failing section's last error, logged when it
+	// changes.
+	failing map[string]string
 }
 
 func newMetricsCollector(a *Agent, mon *postgres.MonitorDB, custom *customQueries) *metricsCollector {
-	c := &metricsCollector{a: a, mon: mon, custom: custom, descs: map[string]*prometheus.Desc{}, errors: map[string]float64{}}
+	c := &metricsCollector{a: a, mon: mon, custom: custom, descs: map[string]*prometheus.Desc{}, errors: map[string]float64{}, failing: map[string]string{}}
 	for _, d := range metricDefs {
 		c.descs[d.name] = prometheus.NewDesc(d.name, d.help, d.labels, nil)
 	}
@@ -300,9 +303,22 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectServer emits what the monitoring queries read.
 func (c *metricsCollector) collectServer(m postgres.Monitoring, emit func(string, float64, ...string), flag func(bool) float64) {
-	for s, err := range m.Errors {
-		c.countError(s)
-		c.a.logf("metrics: reading %s: %v", s, err)
+	for _, s := range defaultSections {
+		err := m.Errors[s]
+		if err != nil {
+			c.countError(s)
+		}
+		c.mu.Lock()
+		last, was := c.failing[s]
+		switch {
+		case err == nil && was:
+			delete(c.failing, s)
+			c.a.logf("metrics: reading %s works again", s)
+		case err != nil && (!was || last != err.Error()):
+			c.failing[s] = err.Error()
+			c.a.logf("metrics: reading %s fails (counted in dbkeeper_query_errors_total): %v", s, err)
+		}
+		c.mu.Unlock()
 	}
 	emit("dbkeeper_in_recovery", flag(m.InRecovery))
 	emit("dbkeeper_server_info", 1, fmt.Sprintf("%d.%d", m.Version/10000, m.Version%10000))

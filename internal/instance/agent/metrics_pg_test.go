@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -373,4 +374,127 @@ func TestAgentMetricsWithPostgreSQL(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAgentCustomQueriesWithPostgreSQL mounts custom queries as the
+// kubelet mounts a ConfigMap, on a primary and its standby of PostgreSQL
+// 15: each query's columns are metrics named dbkeeper_<query>_<column>;
+// a primary-only query runs on the primary alone; target_databases "*"
+// runs one in every database, labelled datname; an edit of the ConfigMap
+// is taken at the next scrape with no restart; a file that does not load
+// leaves the last good queries in use and says so; a query the
+// monitoring role may not run counts an error and breaks no other.
+func TestAgentCustomQueriesWithPostgreSQL(t *testing.T) {
+	c := newCluster(t)
+	requireFreeMetricsPorts(t, c, 2)
+	dir := filepath.Join(c.base, "custom-queries")
+	c.writeSecretVolume(dir, map[string][]byte{"queries": []byte(`
+pg_rows:
+  query: "SELECT 'all' AS kind, count(*) AS total FROM t"
+  primary: true
+  target_databases: ["app"]
+  metrics:
+    - kind:
+        usage: "LABEL"
+        description: "Which rows"
+    - total:
+        usage: "GAUGE"
+        description: "Rows of t"
+pg_databases:
+  query: "SELECT current_database() = 'app' AS is_app, 1 AS one"
+  target_databases: ["*"]
+  metrics:
+    - is_app:
+        usage: "GAUGE"
+    - one:
+        usage: "COUNTER"
+`)})
+	c.env = append(c.env, instance.EnvCustomQueriesDir+"="+dir)
+	c.pair(0)
+	// The monitoring role reads statistics, not the application's
+	// tables: a query of one needs a grant.
+	c.mustSQL(0, "GRANT SELECT ON t TO dbkeeper_monitor")
+	pid := c.agents[0].cmd.Process.Pid
+
+	c.waitFor("the custom metrics on both pods", 30*time.Second, func() error {
+		p0, err := c.scrape(0)
+		if err != nil {
+			return err
+		}
+		p1, err := c.scrape(1)
+		if err != nil {
+			return err
+		}
+		switch {
+		case value(p0, "dbkeeper_custom_queries_loaded") != 2 || value(p0, "dbkeeper_custom_queries_load_error") != 0:
+			return fmt.Errorf("db-0 loaded %v, error %v", value(p0, "dbkeeper_custom_queries_loaded"), value(p0, "dbkeeper_custom_queries_load_error"))
+		case value(p0, "dbkeeper_pg_rows_total", "kind", "all") != 10:
+			return fmt.Errorf("db-0's pg_rows_total %v", samples(p0, "dbkeeper_pg_rows_total"))
+		case p0["dbkeeper_pg_rows_total"].GetHelp() != "Rows of t":
+			return fmt.Errorf("help %q", p0["dbkeeper_pg_rows_total"].GetHelp())
+		case !math.IsNaN(value(p1, "dbkeeper_pg_rows_total")):
+			return fmt.Errorf("the primary-only query ran on the standby db-1: %v", samples(p1, "dbkeeper_pg_rows_total"))
+		case value(p0, "dbkeeper_pg_databases_is_app", "datname", "app") != 1 || value(p0, "dbkeeper_pg_databases_is_app", "datname", "postgres") != 0 ||
+			len(samples(p0, "dbkeeper_pg_databases_is_app")) != 2:
+			return fmt.Errorf("db-0's pg_databases_is_app %v", samples(p0, "dbkeeper_pg_databases_is_app"))
+		case p0["dbkeeper_pg_databases_one"].GetType() != dto.MetricType_COUNTER || value(p1, "dbkeeper_pg_databases_one", "datname", "app") != 1:
+			return fmt.Errorf("pg_databases_one %v on db-1: %v", p0["dbkeeper_pg_databases_one"].GetType(), samples(p1, "dbkeeper_pg_databases_one"))
+		}
+		return nil
+	})
+
+	// An edit: one query changed, one removed, one that fails added.
+	c.mustSQL(0, "INSERT INTO t SELECT generate_series(11, 15)")
+	c.writeSecretVolume(dir, map[string][]byte{"queries": []byte(`
+pg_rows:
+  query: "SELECT count(*) AS total, max(n) AS highest FROM t"
+  primary: true
+  target_databases: ["app"]
+  metrics:
+    - total:
+        usage: "GAUGE"
+    - highest:
+        usage: "GAUGE"
+pg_secrets:
+  query: "SELECT count(*) AS n FROM pg_authid"
+  metrics:
+    - n:
+        usage: "GAUGE"
+`)})
+	c.waitFor("the edited queries in use", 30*time.Second, func() error {
+		p0, err := c.scrape(0)
+		if err != nil {
+			return err
+		}
+		switch {
+		case value(p0, "dbkeeper_pg_rows_total") != 15 || value(p0, "dbkeeper_pg_rows_highest") != 15 || value(p0, "dbkeeper_custom_queries_loaded") != 2:
+			return fmt.Errorf("pg_rows %v %v, loaded %v", samples(p0, "dbkeeper_pg_rows_total"), samples(p0, "dbkeeper_pg_rows_highest"),
+				value(p0, "dbkeeper_custom_queries_loaded"))
+		case p0["dbkeeper_pg_databases_is_app"] != nil:
+			return errors.New("the removed query still runs")
+		case p0["dbkeeper_pg_secrets_n"] != nil || value(p0, "dbkeeper_query_errors_total", "query", "pg_secrets") < 1:
+			return fmt.Errorf("the monitoring role read pg_authid (%v), or no error was counted (%v)", samples(p0, "dbkeeper_pg_secrets_n"),
+				samples(p0, "dbkeeper_query_errors_total"))
+		}
+		return nil
+	})
+	if got := c.agents[0].cmd.Process.Pid; got != pid {
+		t.Errorf("db-0's agent restarted (pid %d, then %d)", pid, got)
+	}
+
+	// A file that does not load: the last queries stay in use.
+	c.writeSecretVolume(dir, map[string][]byte{"queries": []byte("pg_rows: [\n")})
+	c.waitFor("the load error reported, the last queries kept", 30*time.Second, func() error {
+		p0, err := c.scrape(0)
+		if err != nil {
+			return err
+		}
+		if value(p0, "dbkeeper_custom_queries_load_error") != 1 || value(p0, "dbkeeper_pg_rows_total") != 15 {
+			return fmt.Errorf("load error %v, pg_rows_total %v", value(p0, "dbkeeper_custom_queries_load_error"), samples(p0, "dbkeeper_pg_rows_total"))
+		}
+		return nil
+	})
+	if log, _ := os.ReadFile(filepath.Join(c.dir(0), "agent.log")); !strings.Contains(string(log), "the custom queries do not load") {
+		t.Errorf("db-0's log does not say why the custom queries do not load")
+	}
 }
