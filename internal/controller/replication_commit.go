@@ -232,6 +232,7 @@ func (run *replicationRun) continuePromotion(ctx context.Context) {
 func (run *replicationRun) completeChange(ctx context.Context, target *member) {
 	out := &run.out
 	run.event(corev1.EventTypeNormal, "Promoted", "%s is the primary in term %d (was %s)", target.name(), run.term(), out.currentPrimary)
+	recordPrimaryChange(run.db, run.s.db.Status.Conditions, run.now)
 	out.currentPrimary, out.targetPrimary = target.name(), ""
 	out.primaryTerm = max(out.primaryTerm, run.term())
 	run.mem.lease.RenewedAt = run.now

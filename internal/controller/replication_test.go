@@ -464,6 +464,9 @@ func TestReplicationSwitchoverPromotesOnlyAfterTheTargetReceivedEverything(t *te
 	if c := meta.FindStatusCondition(f.db.Status.Conditions, dbv1.ConditionSwitchingOver); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("SwitchingOver = %+v, want False once done", c)
 	}
+	if n := primaryChangeCount(t, f.db, changeSwitchover); n != 1 || primaryChangeCount(t, f.db, changeFailover) != 0 {
+		t.Errorf("dbkeeper_primary_changes_total{kind=switchover} = %v, want 1 and no failover", n)
+	}
 }
 
 func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
@@ -510,6 +513,9 @@ func TestReplicationFailoverFencesBeforePromoting(t *testing.T) {
 		t.Errorf("after failover: current %q, roles %v", f.db.Status.CurrentPrimary, f.roles())
 	}
 	t.Logf("promoted %v after the primary went silent", promotedAt.Sub(down))
+	if n := primaryChangeCount(t, f.db, changeFailover); n != 1 || primaryChangeCount(t, f.db, changeSwitchover) != 0 {
+		t.Errorf("dbkeeper_primary_changes_total{kind=failover} = %v, want 1 and no switchover", n)
+	}
 	if s := f.agents.servers[f.ip(1)]; s.spec == nil || s.spec.Upstream != podHost(f.db, "orders-2") {
 		t.Errorf("orders-1 follows %+v, want the new primary", s.spec)
 	}

@@ -3,14 +3,12 @@ package controller
 import (
 	"cmp"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -27,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -175,11 +172,8 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	if err := mgr.Add(&r.versions); err != nil {
 		return fmt.Errorf("adding the server version probes: %w", err)
 	}
-	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetCache()}); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if !errors.As(err, &already) {
-			return fmt.Errorf("registering the phase metric: %w", err)
-		}
+	if err := registerMetrics(mgr.GetCache()); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("database").
