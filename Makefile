@@ -189,8 +189,9 @@ bench-go: ## Run the Go microbenchmarks (defaulting and validation, builders).
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/dbkeeper.
+build: ## Build the manager binary into bin/dbkeeper and the kubectl plugin into bin/kubectl-dbkeeper.
 	CGO_ENABLED=0 go build -trimpath -o bin/dbkeeper ./cmd/dbkeeper
+	CGO_ENABLED=0 go build -trimpath -o bin/kubectl-dbkeeper ./cmd/kubectl-dbkeeper
 
 # RUN_ARGS are extra flags of `devcluster run`, e.g. RUN_ARGS="--nodes 3".
 # REAL_NODE=true adds a real node (containerd + kubelet) that runs the pods.
