@@ -14,7 +14,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
@@ -254,19 +253,6 @@ func TestRecordPrimaryChange(t *testing.T) {
 	}
 	if got := durations(changeFailover) - df0; got != 1 {
 		t.Errorf("failover durations observed %d, want 1 (none without a condition)", got)
-	}
-}
-
-// TestOperatorMetricsRegistered: SetupWithManager registers them on
-// controller-runtime's registry, which the manager serves.
-func TestOperatorMetricsRegistered(t *testing.T) {
-	if err := registerMetrics(nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []prometheus.Collector{primaryChanges, primaryChangeDuration} {
-		if err := metrics.Registry.Register(c); err == nil {
-			t.Errorf("%T was not registered", c)
-		}
 	}
 }
 
