@@ -190,6 +190,21 @@ func (s *Server) Conninfo(host, user, extra string) string {
 	return c
 }
 
+// replicationConninfo is a standby's primary_conninfo: the replication
+// role to upstream, named after the pod (the primary's
+// synchronous_standby_names and pg_stat_replication name it so), giving
+// up a connection attempt after replicationConnectTimeout: without it a
+// WAL receiver dialling a primary cut off from the network waits for the
+// kernel's SYN retries (over two minutes), streams from nothing, and logs
+// nothing meanwhile.
+func (s *Server) replicationConninfo(upstream string) string {
+	return s.Conninfo(upstream, s.cfg.ReplUser, fmt.Sprintf("application_name=%s connect_timeout=%d",
+		s.cfg.PodName, int(replicationConnectTimeout/time.Second)))
+}
+
+// replicationConnectTimeout bounds a WAL receiver's connection attempt.
+const replicationConnectTimeout = 5 * time.Second
+
 // Run is how Start runs the server.
 type Run struct {
 	// Standby starts it read-only (standby.signal), streaming from
@@ -232,7 +247,7 @@ func (s *Server) Start(run Run) (*Process, error) {
 	args = append(args, s.tlsFlags()...)
 	conninfo, slot := "", ""
 	if run.Standby && run.Upstream != "" {
-		conninfo = s.Conninfo(run.Upstream, s.cfg.ReplUser, "application_name="+s.cfg.PodName)
+		conninfo = s.replicationConninfo(run.Upstream)
 		slot = run.Slot
 		s.startedStandby()
 	}
