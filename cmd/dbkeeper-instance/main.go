@@ -190,6 +190,11 @@ func restoreWAL(args []string) error {
 		// store, no line in the server's log.
 		os.Exit(1)
 	}
+	if !*recovery && archiver.TakeStreamNext(*socket, fs.Arg(0)) {
+		// The agent asked that this standby stream from its primary:
+		// "not available", without a line in the server's log.
+		os.Exit(1)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), walTimeout)
 	c := archiver.NewClient(*socket)
 	if *recovery {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,6 +166,34 @@ type Server struct {
 
 	mu     sync.Mutex
 	status Status
+	// restored are the files restore fetched from the Database's own
+	// store, which archive then need not upload again (a standby's
+	// archive_mode always archives what it restored), oldest first.
+	restored []string
+}
+
+// maxRestored bounds Server.restored: a standby catching up asks for a
+// few files a minute, and a name forgotten is only uploaded again.
+const maxRestored = 256
+
+// rememberRestored records that name was restored from the own store.
+func (s *Server) rememberRestored(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.restored, name) {
+		return
+	}
+	if len(s.restored) == maxRestored {
+		s.restored = s.restored[1:]
+	}
+	s.restored = append(s.restored, name)
+}
+
+// wasRestored reports whether name came from the own store.
+func (s *Server) wasRestored(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.restored, name)
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -277,6 +306,18 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := filepath.Base(path)
+	if s.wasRestored(name) {
+		// The file came from the store: it is there already. A standby
+		// (archive_mode always) archives every file it restored, which
+		// doubled its barman-cloud runs while it caught up.
+		s.mu.Lock()
+		s.status.LastArchivedWAL, s.status.LastArchivedTime = name, time.Now()
+		s.status.ConsecutiveFailures = 0
+		s.mu.Unlock()
+		s.logf("%s is in the store already: it was restored from it", name)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	start := time.Now()
@@ -334,6 +375,9 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		s.logf("restoring %s: %v", req.Name, err)
 		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
 		return
+	}
+	if !req.Recovery {
+		s.rememberRestored(req.Name)
 	}
 	s.logf("restored %s in %s", req.Name, time.Since(start).Round(time.Millisecond))
 	w.WriteHeader(http.StatusNoContent)

@@ -152,3 +152,33 @@ func HeldInPGWAL(pgwal, name string) bool {
 	}
 	return false
 }
+
+// streamNextFile, in the directory of the sidecar's socket, asks the next
+// restore_command for a WAL segment of a standby to answer "not available"
+// once (AskStreamNext, TakeStreamNext).
+const streamNextFile = "dbkeeper-stream-next"
+
+// AskStreamNext makes the next restore_command for a WAL segment answer
+// "not available", once, so that the standby asks its primary for it.
+// A standby in standby mode asks the archive before its primary for every
+// segment, and streams only once the archive lacks one: where a fetch from
+// the store takes about as long as the primary takes to fill a segment
+// (archive_timeout on a busy node), the archive never lacks the next one,
+// and the standby follows minutes behind without streaming. The agent asks
+// this of a standby that follows a primary without streaming from it; when
+// the primary lacks the segment too, the server comes back to the archive
+// after its failed stream, and the archive answers.
+func AskStreamNext(socket string) error {
+	return os.WriteFile(filepath.Join(filepath.Dir(socket), streamNextFile), nil, 0o600)
+}
+
+// TakeStreamNext reports whether the agent asked that restore_command of
+// name answer "not available" (AskStreamNext), and takes the request: it
+// applies to one WAL segment, never to a timeline history file, which the
+// server needs to follow a new timeline.
+func TakeStreamNext(socket, name string) bool {
+	if len(name) != 24 || !IsWALFileName(name) {
+		return false
+	}
+	return os.Remove(filepath.Join(filepath.Dir(socket), streamNextFile)) == nil
+}

@@ -117,3 +117,26 @@ func TestHeldInPGWAL(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamNextIsTakenOnceForASegment: the agent's request that a
+// standby stream answers restore_command once, for a WAL segment only:
+// a timeline history file is always fetched.
+func TestStreamNextIsTakenOnceForASegment(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), ".s.dbkeeper-archiver")
+	const seg, history = "00000003000000000000000C", "00000003.history"
+	if TakeStreamNext(socket, seg) {
+		t.Fatal("TakeStreamNext before any request: true")
+	}
+	if err := AskStreamNext(socket); err != nil {
+		t.Fatal(err)
+	}
+	if TakeStreamNext(socket, history) {
+		t.Error("a timeline history file took the request: the server would miss a new timeline")
+	}
+	if !TakeStreamNext(socket, seg) {
+		t.Error("the next segment did not take the request")
+	}
+	if TakeStreamNext(socket, seg) {
+		t.Error("the request was taken twice")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
@@ -71,6 +72,7 @@ type Agent struct {
 	lastStreamed  time.Time       // zero: never seen streaming
 	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
 	standbySince  time.Time       // when the server last started as a standby of an upstream
+	streamAsked   time.Time       // when preferStreaming last asked for the primary's WAL
 	replies       map[string]replySeen
 	// slotPoll is the last observation of the primary's slots, with the time
 	// of the poll that made it; a failed poll clears it.
@@ -454,6 +456,7 @@ func (a *Agent) step(ctx context.Context) {
 		a.syncWant = &want
 		a.mu.Unlock()
 	}
+	a.preferStreaming(running, *spec)
 	if a.stuckStandby(ctx, running, *spec) {
 		a.recordErr(a.unstick(ctx, *spec))
 		return
@@ -774,6 +777,47 @@ func (a *Agent) stuckStandby(ctx context.Context, running bool, spec instance.Sp
 	}
 	primary, err := a.db.RemotePrimary(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
 	return err == nil && primary
+}
+
+// preferStreamAfter is how long a standby with the backup sidecar may
+// follow a primary without streaming from it before its next WAL segment
+// is asked of the primary rather than the archive (archiver.AskStreamNext),
+// and how often it is asked again.
+const preferStreamAfter = 15 * time.Second
+
+// preferStreaming asks, of a standby that follows the upstream its Spec
+// names and has not streamed from it for preferStreamAfter, that its next
+// WAL segment come from the upstream: restoring each segment from the
+// store as the primary fills it, it would never stream. Not when the
+// server says the primary has removed WAL it needs: the archive is then
+// the only source.
+func (a *Agent) preferStreaming(running bool, spec instance.Spec) {
+	if a.cfg.ArchiverSocket == "" {
+		return
+	}
+	a.mu.Lock()
+	following := running && a.mode == modeStandby && a.runUpstream != "" &&
+		spec.Role == instance.RoleReplica && spec.Upstream == a.runUpstream && !a.streamingNow
+	since := a.standbySince
+	if a.lastStreamed.After(since) {
+		since = a.lastStreamed
+	}
+	due := following && !since.IsZero() && time.Since(since) >= preferStreamAfter && time.Since(a.streamAsked) >= preferStreamAfter
+	first := a.streamAsked.Before(since)
+	if due {
+		a.streamAsked = time.Now()
+	}
+	a.mu.Unlock()
+	if !due || strings.Contains(a.serverMessage(), "has already been removed") {
+		return
+	}
+	if err := archiver.AskStreamNext(a.cfg.ArchiverSocket); err != nil {
+		a.logf("asking the next WAL segment of %s rather than the archive: %v", spec.Upstream, err)
+		return
+	}
+	if first {
+		a.logf("not streaming from %s for %v: its next WAL segment is asked of %s, not the archive", spec.Upstream, preferStreamAfter, spec.Upstream)
+	}
 }
 
 // errNotAllowed is recloneIfAllowed's answer when neither a proven fork
