@@ -13,7 +13,7 @@ import (
 func TestRewindDiscarded(t *testing.T) {
 	const out = "pg_rewind: servers diverged at WAL location 0/5000128 on timeline 2\n" +
 		"pg_rewind: rewinding from last common checkpoint at 0/4000060 on timeline 2\npg_rewind: Done!\n"
-	pos := func(tli int64, lsn string) postgres.Position { return postgres.MakePosition(tli, lsn) }
+	pos := postgres.MakePosition
 	for _, tc := range []struct {
 		name   string
 		out    string
