@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -27,13 +26,6 @@ const (
 	// cert-manager writes a CA's certificate to.
 	DefaultCAKey = "ca.crt"
 )
-
-// ArchiveParameters are the postgres settings dbkeeper sets while
-// spec.backup is set: the archiving hand-off to the backup sidecar.
-// restore_command is one too, but dbkeeper owns it always, for
-// replication; archive_timeout is not: dbkeeper sets a default the user
-// may override.
-var ArchiveParameters = []string{"archive_command", "archive_library", "archive_mode"}
 
 var (
 	// bucketRE is an S3 bucket name (the CRD's pattern).
@@ -204,23 +196,6 @@ func validateSecretName(path *field.Path, name, required string, errs *field.Err
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(name) {
 		*errs = append(*errs, field.Invalid(path, name, msg))
-	}
-}
-
-// validateArchiveParameters refuses, while spec.backup is set, the
-// postgres settings of the archiving hand-off (ArchiveParameters).
-func validateArchiveParameters(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
-	if spec.Backup == nil || engine == nil || engine.Name != dbv1.EnginePostgres {
-		return
-	}
-	for _, key := range slices.Sorted(maps.Keys(spec.Parameters)) {
-		setting := normalizeParameter(key)
-		for _, owned := range ArchiveParameters {
-			if setting == owned {
-				*errs = append(*errs, field.Forbidden(parametersPath.Key(key), fmt.Sprintf(
-					"%s is set by dbkeeper while spec.backup is set: WAL is archived through the backup sidecar", key)))
-			}
-		}
 	}
 }
 

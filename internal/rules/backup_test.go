@@ -68,7 +68,6 @@ func TestValidateBackupAccepts(t *testing.T) {
 		})),
 		"an endpoint with a trailing slash":    defaulted(fixture.WithBackup(func(b *dbv1.BackupConfiguration) { b.ObjectStore.Endpoint = "https://s3.example.com/" })),
 		"archive_timeout among the parameters": defaulted(fixture.WithBackup(), fixture.WithParameter("archive_timeout", "1min")),
-		"archive_command without spec.backup":  valid(fixture.WithParameter("archive_command", "/bin/true")),
 		"a recovery from a Database to latest": valid(fixture.WithRecoveryFrom("orders-old")),
 		"a recovery to a time":                 valid(fixture.WithRecoveryFrom("orders-old"), fixture.WithRecoveryTarget("2026-01-15T11:59:00Z", "")),
 		"a recovery to an LSN":                 valid(fixture.WithRecoveryFrom("orders-old"), fixture.WithRecoveryTarget("", "0/7000028")),
@@ -168,7 +167,7 @@ func TestValidateBackupRefuses(t *testing.T) {
 			name:   "archive_mode while spec.backup is set",
 			db:     defaulted(fixture.WithBackup(), fixture.WithParameter("archive_mode", "off"), fixture.WithParameter("archive_command", "cp %p /x")),
 			want:   []fieldError{forbidden("spec.parameters[archive_command]"), forbidden("spec.parameters[archive_mode]")},
-			detail: "archive_mode is set by dbkeeper while spec.backup is set: WAL is archived through the backup sidecar",
+			detail: "is owned by dbkeeper for WAL archiving",
 		},
 		{
 			name: "a recovery of mysql",

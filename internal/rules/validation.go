@@ -52,7 +52,6 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
 	validateSynchronousCommit(engine, spec, &errs)
-	validateArchiveParameters(engine, spec, &errs)
 	validateWALKeep(engine, spec, &errs)
 	validateDeletionPolicy(spec, &errs)
 	validateNetworkPolicy(spec, &errs)
