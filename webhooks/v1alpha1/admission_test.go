@@ -295,6 +295,24 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("another namespace's backups may be neither written nor restored", func(t *testing.T) {
+		store := dbv1.ObjectStore{Endpoint: "https://store:7070", Bucket: "backups", Path: "bank/ledger",
+			CredentialsSecret: dbv1.SecretReference{Name: "store-credentials"}}
+		thief := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Bootstrap: &dbv1.BootstrapSpec{Recovery: &dbv1.RecoverySpec{
+				Source: dbv1.RecoverySource{ObjectStore: &store, ServerName: "ledger"}}}}}
+		err := c.Create(bg, thief)
+		if want := `spec.bootstrap.recovery.source.objectStore.path: Invalid value: "bank/ledger": must be the Database's namespace "default" or lie under it (default/…)`; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a restore from another namespace's directory: %v, want %s", err, want)
+		}
+		vandal := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "vandal", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Backup: &dbv1.BackupConfiguration{ObjectStore: store}}}
+		err = c.Create(bg, vandal)
+		if want := `spec.backup.objectStore.path: Invalid value: "bank/ledger": must be the Database's namespace "default" or lie under it (default/…)`; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("archiving into another namespace's directory: %v, want %s", err, want)
+		}
+	})
+
 	t.Run("a Backup is defaulted to an immediate checkpoint, and its spec is immutable", func(t *testing.T) {
 		b := &dbv1.Backup{ObjectMeta: metav1.ObjectMeta{Name: "ledger-1", Namespace: "default"}, Spec: dbv1.BackupSpec{Database: "ledger"}}
 		if err := c.Create(bg, b); err != nil {
