@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,20 +16,36 @@ import (
 )
 
 // checkBackupStore records in s.obs.storeBlocked why spec.backup's object
-// store may not be used (backupStoreProblem), reading the live StatefulSet.
+// store may not be used (backupStoreProblem), reading the live StatefulSet
+// and, when it does not archive there (or is gone: deleted to be
+// recreated, its pods orphaned and still running), the Database's pods.
 func (r *DatabaseReconciler) checkBackupStore(ctx context.Context, s *scope) error {
 	if r.Rules.AllowCrossNamespaceBackups || !desired.HasBackup(s.spec) || rules.StoreInNamespace(&s.spec.Spec.Backup.ObjectStore, s.db.Namespace) {
 		return nil
 	}
+	var specs []corev1.PodSpec
 	live := &appsv1.StatefulSet{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live)
 	switch {
 	case apierrors.IsNotFound(err):
-		live = nil
 	case err != nil:
 		return fmt.Errorf("reading StatefulSet %s: %w", desired.StatefulSetName(s.spec), err)
+	default:
+		specs = append(specs, live.Spec.Template.Spec)
 	}
-	s.obs.storeBlocked = backupStoreProblem(s.spec, live, r.Rules.AllowCrossNamespaceBackups)
+	if s.obs.storeBlocked = backupStoreProblem(s.spec, specs, false); s.obs.storeBlocked == nil {
+		return nil
+	}
+	// From the API server: the cache keeps no pod's spec (slimPod). Only
+	// a Database whose store lies outside its namespace gets here.
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(s.db.Namespace), client.MatchingLabels(desired.SelectorLabels(s.db))); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		specs = append(specs, p.Spec)
+	}
+	s.obs.storeBlocked = backupStoreProblem(s.spec, specs, false)
 	return nil
 }
 
@@ -36,10 +53,11 @@ func (r *DatabaseReconciler) checkBackupStore(ctx context.Context, s *scope) err
 // Database's object store lies in its namespace's directory
 // (rules.StoreInNamespace), for a Database that reached it past the
 // webhooks: spec.backup's store outside the namespace is a problem unless
-// the operator allows it, or the pods of live (the StatefulSet, nil when
-// there is none) already archive there, as a Database an earlier release
-// admitted does, whose archive stays where its restores look for it.
-func backupStoreProblem(db *dbv1.Database, live *appsv1.StatefulSet, allow bool) *problem {
+// the operator allows it, or one of running (the live StatefulSet's pod
+// template, the pods) already archives there, as the pods of a Database
+// an earlier release admitted do, whose archive stays where its restores
+// look for it.
+func backupStoreProblem(db *dbv1.Database, running []corev1.PodSpec, allow bool) *problem {
 	if allow || !desired.HasBackup(db) {
 		return nil
 	}
@@ -47,8 +65,8 @@ func backupStoreProblem(db *dbv1.Database, live *appsv1.StatefulSet, allow bool)
 	if rules.StoreInNamespace(store, db.Namespace) {
 		return nil
 	}
-	if live != nil {
-		for _, c := range live.Spec.Template.Spec.InitContainers {
+	for _, spec := range running {
+		for _, c := range spec.InitContainers {
 			if c.Name != desired.InitContainerBackup {
 				continue
 			}

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
@@ -17,17 +16,15 @@ func TestBackupStoreProblem(t *testing.T) {
 	withPath := func(path string) *dbv1.Database {
 		return fixture.Defaulted(fixture.Database("orders", fixture.WithBackup(func(b *dbv1.BackupConfiguration) { b.ObjectStore.Path = path })))
 	}
-	archivingTo := func(destination, endpoint string) *appsv1.StatefulSet {
-		sts := &appsv1.StatefulSet{}
-		sts.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: desired.InitContainerBackup, Env: []corev1.EnvVar{
+	archivingTo := func(destination, endpoint string) []corev1.PodSpec {
+		return []corev1.PodSpec{{InitContainers: []corev1.Container{{Name: desired.InitContainerBackup, Env: []corev1.EnvVar{
 			{Name: archiver.EnvDestination, Value: destination}, {Name: archiver.EnvEndpointURL, Value: endpoint},
-		}}}
-		return sts
+		}}}}}
 	}
 	tests := []struct {
 		name    string
 		db      *dbv1.Database
-		live    *appsv1.StatefulSet
+		live    []corev1.PodSpec
 		allow   bool
 		blocked bool
 	}{
@@ -42,8 +39,10 @@ func TestBackupStoreProblem(t *testing.T) {
 			db: withPath("bank"), live: archivingTo("s3://backups/shop", fixture.StoreEndpoint), blocked: true},
 		{name: "the same directory of another store",
 			db: withPath("bank"), live: archivingTo("s3://backups/bank", "https://other.example"), blocked: true},
-		{name: "a StatefulSet without the sidecar (spec.backup just added)",
-			db: withPath("bank"), live: &appsv1.StatefulSet{}, blocked: true},
+		{name: "pods without the sidecar (spec.backup just added)",
+			db: withPath("bank"), live: []corev1.PodSpec{{Containers: []corev1.Container{{Name: "postgres"}}}}, blocked: true},
+		{name: "one of several pods archives there (the StatefulSet was deleted to be recreated, its pods orphaned)",
+			db: withPath("bank"), live: append([]corev1.PodSpec{{}}, archivingTo("s3://backups/bank", fixture.StoreEndpoint)...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
