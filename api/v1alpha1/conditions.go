@@ -98,6 +98,12 @@ const (
 	// ReasonRecoverySecretNotFound: a Secret the recovery source's store
 	// names (credentials, CA) does not exist in the Database's namespace.
 	ReasonRecoverySecretNotFound = "RecoverySecretNotFound"
+	// ReasonStoreOutsideNamespace: spec.backup's object store, or the
+	// recovery source's, lies outside the Database's namespace's directory
+	// and the operator does not allow that (--allow-cross-namespace-backups);
+	// its pods are not created or changed until the path is fixed. A store
+	// the pods already archive to, from an earlier release, is kept.
+	ReasonStoreOutsideNamespace = "StoreOutsideNamespace"
 	// ReasonRecoveryFailed: ordinal 0's restore failed before its server
 	// could start (a target before the first recoverable point, no backup,
 	// the store unreachable, its own archive not empty); the data

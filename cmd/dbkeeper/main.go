@@ -63,6 +63,7 @@ func main() {
 		backupImage             string
 		operatorNamespace       string
 		operatorPodLabels       string
+		crossNamespaceBackups   bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -111,6 +112,10 @@ func main() {
 			"Defaults to POD_NAMESPACE; empty (a manager outside the cluster): no pod may reach the agents' port.")
 	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "app.kubernetes.io/name=dbkeeper,control-plane=controller-manager",
 		"Labels of the manager's pods in --operator-namespace, as key=value,key=value, for the same NetworkPolicy rule.")
+	flag.BoolVar(&crossNamespaceBackups, "allow-cross-namespace-backups", false,
+		"Let a Database's object store path (spec.backup, and a recovery source's) lie outside its namespace's directory. "+
+			"Off: a Database reads and writes only <namespace> and below in any store, so that tenants sharing a store and its credentials "+
+			"cannot restore, overwrite or prune each other's backups (docs/security.md).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -197,7 +202,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}, AllowCrossNamespaceBackups: crossNamespaceBackups}
 	if instanceImage == "" {
 		if instanceImage, err = ownImage(mgr.GetAPIReader()); err != nil {
 			log.Error(err, "unable to find the manager's own image for --instance-image; set the flag")

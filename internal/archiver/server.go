@@ -236,6 +236,9 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	if err := s.validate(); err != nil {
 		return err
 	}
+	if err := s.CheckTools(ctx); err != nil {
+		return err
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -264,6 +267,29 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	}
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// CheckTools fails when the sidecar's barman-cloud lacks an option the
+// store needs: a KMS key (Store.KMSKeyID) needs --sse-kms-key-id, which
+// barman-cloud has from 3.5 on. Without the check every archive_command
+// would fail with barman-cloud's usage error while WAL piles up; the
+// sidecar refuses to start instead, saying what to change.
+func (s *Server) CheckTools(ctx context.Context) error {
+	if !s.hasStore() || s.Store.KMSKeyID == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := s.run(ctx, []string{CommandWALArchive, "--help"})
+	if err != nil {
+		return fmt.Errorf("asking barman-cloud for its options: %w", err)
+	}
+	if !bytes.Contains(out, []byte(OptionSSEKMSKeyID)) {
+		return fmt.Errorf("spec.backup.kmsKeyID needs barman-cloud 3.5 or newer (its %s option), and the backup image's %s has no such option: "+
+			"run the operator with a --backup-image of barman-cloud 3.5 or newer, or remove kmsKeyID to encrypt with the AWS managed key (aws/s3)",
+			OptionSSEKMSKeyID, CommandWALArchive)
 	}
 	return nil
 }

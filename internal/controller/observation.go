@@ -39,6 +39,9 @@ type observation struct {
 	// be, and the StatefulSet was left alone.
 	recoverySource  *dbv1.RecoverySource
 	recoveryBlocked *problem
+	// storeBlocked is why spec.backup's object store may not be used (it
+	// lies outside the namespace), and the StatefulSet was left alone.
+	storeBlocked *problem
 	// now is when the reconcile began.
 	now time.Time
 	// pods are the Database's pods.
@@ -90,7 +93,7 @@ type problem struct {
 // blocked returns the first problem, in the order of the children, that
 // needs a human other than an invalid spec.
 func (o observation) blocked() *problem {
-	return firstProblem(o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
+	return firstProblem(o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.storeBlocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
 }
 
 // childFailed reports whether the Secret or the Services failed, so that

@@ -91,7 +91,7 @@ func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
 	r.Rules.Default(s.spec)
 	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0), now: r.now()}
 	s.wantReplicas = s.obs.replicas
-	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
+	if errs := r.Rules.Validate(s.spec); len(errs) > 0 {
 		s.obs.invalid = errs.ToAggregate()
 	}
 	return s
@@ -123,6 +123,9 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 		return s.obs.networkPolicy.err
 	}
 	r.holdRollout(ctx, s)
+	if err := r.checkBackupStore(ctx, s); err != nil || s.obs.storeBlocked != nil {
+		return err
+	}
 	if err := r.resolveRecovery(ctx, s); err != nil || s.obs.recoveryBlocked != nil {
 		return err
 	}
