@@ -286,6 +286,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
+	s.parallel(t, "security: Databases named after another team's Service, NetworkPolicy and Secret take none of them", payroll, (*suite).testForeignObjects)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of
