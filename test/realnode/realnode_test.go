@@ -191,6 +191,16 @@ ports: [{name: http, port: 80, protocol: TCP}]
 			// The claim is 1Gi; ask for that.
 			s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 				map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
+			// Secrets the Database did not make are not its own: it stalls,
+			// naming the first and how to hand it over, until the user
+			// does (docs/security.md §8).
+			testenv.Eventually(t, time.Minute, "Stalled with ForeignObject naming the saved credentials Secret", func() string {
+				return s.stalledWith(pg.name, dbv1.ReasonForeignObject, "dbkeeper.io/adopt=")
+			})
+			uid := string(s.database(t, pg.name).UID)
+			for name := range saved {
+				s.mustKubectl("annotate", "secret", "-n", ns, name, "dbkeeper.io/adopt="+uid)
+			}
 			s.waitReady(pg.name, 5*time.Minute)
 			if got := pg.sql("SELECT string_agg(name, ',' ORDER BY id) FROM items;"); got != "one,two,three" {
 				t.Errorf("rows after re-creating the Database = %q, want one,two,three", got)
