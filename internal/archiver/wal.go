@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // walFileName matches the files PostgreSQL archives and restores: a
@@ -181,4 +183,54 @@ func TakeStreamNext(socket, name string) bool {
 		return false
 	}
 	return os.Remove(filepath.Join(filepath.Dir(socket), streamNextFile)) == nil
+}
+
+// PastItsTimelinesEnd reports whether the WAL segment name holds WAL past
+// the end of its timeline, as a timeline history file in pgwal (the
+// server's pg_wal) records it, and names that end. Such a segment must not
+// be restored: PostgreSQL looks for each segment on the newest timeline
+// first and falls back to an older one when the newer's is not in the
+// archive yet, and a former primary cut off by a failover archives, once
+// it reaches the store, the whole segment in which its timeline forked,
+// WAL past the fork included. A standby that replayed it could never
+// follow the new timeline (the real node's backups scenario: "record with
+// incorrect prev-link" for good). The new timeline's segment of the same
+// number holds the WAL before the fork; the server reads it from its
+// primary or, once complete, from the archive.
+func PastItsTimelinesEnd(pgwal, name string) (string, bool) {
+	seg, err := ParseSegment(name, DefaultSegmentSize)
+	if err != nil {
+		return "", false
+	}
+	histories, _ := filepath.Glob(filepath.Join(pgwal, "*.history"))
+	for _, h := range histories {
+		text, err := os.ReadFile(h)
+		if err != nil {
+			continue
+		}
+		end, ok := timelineEnd(string(text), seg.Timeline)
+		if ok && (seg.Number+1)*DefaultSegmentSize > uint64(end) {
+			return fmt.Sprintf("timeline %d ended at %s (%s)", seg.Timeline, end, filepath.Base(h)), true
+		}
+	}
+	return "", false
+}
+
+// timelineEnd is where a timeline history file (parentTLI, switchpoint,
+// reason per line; # comments) says timeline tli ended.
+func timelineEnd(history string, tli uint32) (replication.LSN, bool) {
+	for line := range strings.SplitSeq(history, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		parent, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil || uint32(parent) != tli {
+			continue
+		}
+		if end, err := replication.ParseLSN(f[1]); err == nil {
+			return end, true
+		}
+	}
+	return 0, false
 }
