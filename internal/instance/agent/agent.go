@@ -693,7 +693,7 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	if err := a.pg.WritePassfile(); err != nil {
 		return err
 	}
-	if _, err := a.db.CheckpointedTimeline(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); err != nil {
+	if _, err := a.db.CheckpointedTimeline(ctx, a.pg.RemoteConninfo(spec.Upstream)); err != nil {
 		a.setPhase(instance.PhaseStopped)
 		return fmt.Errorf("before rewinding from %s, making sure its control file names its timeline: %w: will try again", spec.Upstream, err)
 	}
@@ -711,7 +711,7 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	if err != nil {
 		// Never discard the data because the upstream is unreachable, and
 		// discard it only on a proven fork or a human's word.
-		if perr := a.db.PingRemote(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); perr != nil {
+		if perr := a.db.PingRemote(ctx, a.pg.RemoteConninfo(spec.Upstream)); perr != nil {
 			a.setPhase(instance.PhaseStopped)
 			return fmt.Errorf("pg_rewind from %s failed, and %s does not answer (%w): will try again", spec.Upstream, spec.Upstream, perr)
 		}
@@ -775,7 +775,7 @@ func (a *Agent) stuckStandby(ctx context.Context, running bool, spec instance.Sp
 	if !following || since.IsZero() || time.Since(since) < stuckAfter || recent {
 		return false
 	}
-	primary, err := a.db.RemotePrimary(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	primary, err := a.db.RemotePrimary(ctx, a.pg.RemoteConninfo(spec.Upstream))
 	return err == nil && primary
 }
 
@@ -863,7 +863,7 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 // positions its control file records.
 func (a *Agent) recloneIfAllowed(ctx context.Context, spec instance.Spec, sysid string, pos []postgres.Position, why string) error {
 	var discarded *instance.Discarded
-	tli, upSys, history, herr := a.db.UpstreamHistory(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	tli, upSys, history, herr := a.db.UpstreamHistory(ctx, a.pg.RemoteConninfo(spec.Upstream))
 	if herr != nil {
 		a.logf("reading %s's timeline history: %v", spec.Upstream, herr)
 	} else if at, fork, ok := provenFork(history, tli, sysid != "" && sysid == upSys, pos); ok {

@@ -88,7 +88,6 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 	if dir := os.Getenv(instance.EnvSecretsDir); dir == "" {
 		errs = append(errs, fmt.Errorf("%s is not set: it is the directory of the agent's passwords and certificates", instance.EnvSecretsDir))
 	} else {
-		c.PasswordFile = filepath.Join(dir, instance.SecretFileSuperuserPassword)
 		c.TLSCert = filepath.Join(dir, instance.SecretFileAgentCert)
 		c.TLSKey = filepath.Join(dir, instance.SecretFileAgentKey)
 		c.ClientCA = filepath.Join(dir, instance.SecretFileAgentCA)
@@ -112,6 +111,14 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 			if _, err := os.Stat(path); err != nil {
 				errs = append(errs, fmt.Errorf("the agent's TLS file: %w", err))
 			}
+		}
+	}
+	for _, v := range []struct{ env, name string }{{"POSTGRES_USER", c.User}, {instance.EnvReplicationUser, c.ReplUser}} {
+		if v.name == "" {
+			continue // ReplicationUser's absence is reported above
+		}
+		if err := postgres.ValidRoleName(v.name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.env, err))
 		}
 	}
 	i := strings.LastIndexByte(c.PodName, '-')

@@ -49,13 +49,13 @@ func TestConfigFromEnv(t *testing.T) {
 	got := map[string]string{
 		"User": c.User, "Password": c.Password, "ReplPassword": c.ReplPassword, "AppUser": c.AppUser, "AppPassword": c.AppPassword,
 		"AppDatabase": c.AppDatabase, "Namespace": c.Namespace, "PodName": c.PodName,
-		"PasswordFile": c.PasswordFile, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey, "ClientCA": c.ClientCA,
+		"TLSCert": c.TLSCert, "TLSKey": c.TLSKey, "ClientCA": c.ClientCA,
 	}
 	for field, want := range map[string]string{
 		"User": "postgres", "Password": "super", "ReplPassword": "repl", "AppUser": "shop", "AppPassword": "app",
 		"AppDatabase": "orders", "Namespace": "shop", "PodName": "orders-2",
-		"PasswordFile": filepath.Join(dir, "superuser-password"), "TLSCert": filepath.Join(dir, "agent-tls.crt"),
-		"TLSKey": filepath.Join(dir, "agent-tls.key"), "ClientCA": filepath.Join(dir, "agent-ca.crt"),
+		"TLSCert": filepath.Join(dir, "agent-tls.crt"),
+		"TLSKey":  filepath.Join(dir, "agent-tls.key"), "ClientCA": filepath.Join(dir, "agent-ca.crt"),
 	} {
 		if got[field] != want {
 			t.Errorf("%s = %q, want %q", field, got[field], want)
