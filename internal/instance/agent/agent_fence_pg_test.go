@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agent"
 )
 
 // pair starts db-0 as the primary of term 1 with db-1 streaming from it
@@ -31,15 +32,7 @@ func (c *cluster) pair(lease int32) {
 		return err
 	})
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: lease, Term: 1})
-	// The slot is made after the roles, the replication role's among
-	// them: the clone needs both.
-	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-		got, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
-		if err == nil && got != slot1 {
-			err = errors.New("not there yet")
-		}
-		return err
-	})
+	c.waitSlots(slot1)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: c.ip(0), Slot: slot1, Term: 1})
 	c.waitFor("db-1 ready as a standby", 60*time.Second, func() error { return c.ready(1) })
 	// The lease's exemption needs a reply seen advancing: a pair whose
@@ -64,6 +57,7 @@ func (c *cluster) stateFile(i int) string {
 // the operator re-sending it), and a primary Spec of term 3 makes it a
 // primary again. The term survives a restart of the agent.
 func TestAgentFencingTerm(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 
@@ -146,6 +140,7 @@ func TestAgentFencingTerm(t *testing.T) {
 // itself within the exemption window although its standby still streams:
 // a poll it cannot make is no proof that no standby was promoted.
 func TestAgentLeaseFailsClosed(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 1, Term: 1})
@@ -211,6 +206,7 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 // discarded WAL range, and the rows written only there are gone; the old
 // data directory is removed once the new clone streams.
 func TestAgentReclonesOnAProvenFork(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
@@ -273,6 +269,7 @@ func TestAgentReclonesOnAProvenFork(t *testing.T) {
 // at once, naming the WAL it discarded, instead of waiting stuck for a
 // human.
 func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
@@ -315,6 +312,7 @@ func (c *cluster) trio() {
 		})
 	}
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60, Term: 1})
+	c.waitSlots(slot1, slot2)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, Term: 1})
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2, Term: 1})
 	for _, i := range []int{1, 2} {
@@ -431,11 +429,14 @@ func (c *cluster) waitStreamingWithRow2000(i int, what string, timeout time.Dura
 
 // TestAgentKeepsAStuckStandby: a standby that cannot stream because the
 // WAL it needs was removed from its primary (no slot held it) is not
-// cloned again automatically, since no fork is proven: after stuckAfter
-// (60 s) it reports Stuck with the server's message and keeps its data.
-// A Spec's reclone authorises exactly one new clone.
+// cloned again automatically, since no fork is proven: after
+// Config.StuckAfter (a minute in a pod, 5 s here) it reports Stuck with
+// the server's message and keeps its data. A Spec's reclone authorises
+// exactly one new clone.
 func TestAgentKeepsAStuckStandby(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
+	c.agentEnv = map[int][]string{1: {agent.EnvStuckAfter + "=5s"}}
 	c.pair(60)
 	h0 := c.ip(0)
 	marker := filepath.Join(c.pgdata(1), "kept.marker")
@@ -539,6 +540,7 @@ func (c *cluster) waitExited(i int, timeout time.Duration) {
 // than after the pod comes back. Without a fence it exits all the same,
 // within fenceLinger (5 s), and a standby does not linger at all.
 func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 	c.term = 1

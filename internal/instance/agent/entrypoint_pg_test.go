@@ -24,6 +24,7 @@ import (
 // empty, or both variables set, stop the initialization with a message
 // naming them.
 func TestEntrypointPasswordFile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a PostgreSQL server: not in -short")
 	}
