@@ -127,8 +127,14 @@ type replySeen struct {
 	changed time.Time // zero: not seen changing yet
 }
 
-// New returns an agent for cfg.
+// New returns an agent for cfg, whose zero timeouts are the defaults.
 func New(cfg Config) *Agent {
+	if cfg.StuckAfter == 0 {
+		cfg.StuckAfter = DefaultStuckAfter
+	}
+	if cfg.PromoteWait == 0 {
+		cfg.PromoteWait = postgres.DefaultPromoteWait
+	}
 	a := &Agent{
 		cfg:      cfg,
 		procs:    postgres.NewProcs(),
@@ -592,7 +598,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec instance.Spec, fence
 		a.mu.Lock()
 		a.syncApplied = wantedSync(spec)
 		a.mu.Unlock()
-		if err := a.db.Promote(ctx); err != nil {
+		if err := a.db.Promote(ctx, a.cfg.PromoteWait); err != nil {
 			return fmt.Errorf("promoting: %w", err)
 		}
 		a.logf("promoted")
@@ -748,16 +754,17 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	return a.becomeStandby(ctx, spec)
 }
 
-// stuckAfter is how long a standby may follow a primary without streaming
-// from it before the agent looks for the reason; stuckRecheck is how often
-// it looks again, and tries a failed clone or rewind again, while stuck.
+// DefaultStuckAfter is how long a standby may follow a primary without
+// streaming from it before the agent looks for the reason
+// (Config.StuckAfter); stuckRecheck is how often it looks again, and
+// tries a failed clone or rewind again, while stuck.
 const (
-	stuckAfter   = 60 * time.Second
-	stuckRecheck = 30 * time.Second
+	DefaultStuckAfter = 60 * time.Second
+	stuckRecheck      = 30 * time.Second
 )
 
 // stuckStandby reports a standby that follows the upstream its Spec names
-// and has not streamed from it for stuckAfter although that upstream
+// and has not streamed from it for Config.StuckAfter although that upstream
 // answers as a primary. It may hold WAL the primary does not have (it had
 // received more of a failed primary's WAL than the standby promoted in its
 // place, and replayed it), or the primary may refuse it (authentication,
@@ -772,7 +779,7 @@ func (a *Agent) stuckStandby(ctx context.Context, running bool, spec instance.Sp
 	}
 	recent := time.Since(a.stuckChecked) < stuckRecheck
 	a.mu.Unlock()
-	if !following || since.IsZero() || time.Since(since) < stuckAfter || recent {
+	if !following || since.IsZero() || time.Since(since) < a.cfg.StuckAfter || recent {
 		return false
 	}
 	primary, err := a.db.RemotePrimary(ctx, a.pg.RemoteConninfo(spec.Upstream))
@@ -838,7 +845,7 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 		return fmt.Errorf("reading the standby's control file: %w", err)
 	}
 	pos = append(pos, reportedPositions(a.serverLog(), replayed)...)
-	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, stuckAfter)
+	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, a.cfg.StuckAfter)
 	if rec, err := a.db.Recovery(ctx); err == nil {
 		why += " (" + rec + ")"
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
@@ -38,7 +39,24 @@ type Config struct {
 	// ArchiverSocket is the backup sidecar's socket (EnvArchiverSocket),
 	// "" in a pod without the sidecar: then Status.Archiving stays nil.
 	ArchiverSocket string
+	// StuckAfter is how long a standby may follow a primary without
+	// streaming from it before the agent looks for the reason
+	// (DefaultStuckAfter); PromoteWait is how long a promotion's
+	// pg_promote waits for it to finish (postgres.DefaultPromoteWait).
+	// Zero is the default. Only the agent's tests set them shorter
+	// (EnvStuckAfter, EnvPromoteWait), so as not to wait the defaults
+	// out.
+	StuckAfter, PromoteWait time.Duration
 }
+
+// Environment variables that shorten the agent's timeouts
+// (Config.StuckAfter, Config.PromoteWait), as Go durations ("5s"). They
+// are for the agent's tests: the operator's pods set neither, and have
+// the defaults.
+const (
+	EnvStuckAfter  = "DBKEEPER_STUCK_AFTER"
+	EnvPromoteWait = "DBKEEPER_PROMOTE_WAIT"
+)
 
 // ConfigFromEnv reads the agent's configuration from its environment and
 // the files in EnvSecretsDir. Every error names the variable or the file.
@@ -75,6 +93,20 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 		c.Recovery = &t
 		if c.ArchiverSocket == "" {
 			errs = append(errs, fmt.Errorf("%s is set, %s is not: a restore goes through the backup sidecar", instance.EnvRecoveryTarget, instance.EnvArchiverSocket))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		into *time.Duration
+	}{{EnvStuckAfter, &c.StuckAfter}, {EnvPromoteWait, &c.PromoteWait}} {
+		v := os.Getenv(d.name)
+		if v == "" {
+			continue
+		}
+		if dur, err := time.ParseDuration(v); err != nil || dur < time.Second {
+			errs = append(errs, fmt.Errorf("%s=%q is not a duration of a second or more", d.name, v))
+		} else {
+			*d.into = dur
 		}
 	}
 	for _, v := range []struct{ name, value string }{

@@ -31,6 +31,7 @@ import (
 // the last line of pg_hba.conf. A file that is empty or missing, or both
 // variables set, stop the initialization with a message naming them.
 func TestEntrypointBehavesAsTheOfficialImage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a PostgreSQL server: not in -short")
 	}

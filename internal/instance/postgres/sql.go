@@ -116,10 +116,16 @@ func (d *DB) Ping(ctx context.Context) error {
 	})
 }
 
+// DefaultPromoteWait is how long Promote's pg_promote waits for the
+// promotion to finish, PostgreSQL's own default.
+const DefaultPromoteWait = 60 * time.Second
+
 // Promote runs pg_promote on a connection of its own, so that the
-// status and readiness queries are not held up while it waits.
-func (d *DB) Promote(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+// status and readiness queries are not held up while it waits, for at
+// most wait (whole seconds, at least one) for the promotion to finish.
+func (d *DB) Promote(ctx context.Context, wait time.Duration) error {
+	secs := max(1, int(wait/time.Second))
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+10*time.Second)
 	defer cancel()
 	c, err := d.connect(ctx)
 	if err != nil {
@@ -127,11 +133,11 @@ func (d *DB) Promote(ctx context.Context) error {
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, $1)", secs).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok {
-		return errors.New("pg_promote did not finish within 60 s")
+		return fmt.Errorf("pg_promote did not finish within %d s", secs)
 	}
 	return nil
 }
