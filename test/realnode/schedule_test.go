@@ -64,11 +64,21 @@ const writeBound = 90 * time.Second
 // TestAgentReportsAStandbysTimelineWithoutItsPrimary and
 // TestAgentAdoptsAPromotionThatOutlivedItsCall (internal/instance) and the
 // controller's. This test guards the whole against regressions.
+//
+// make test runs the short schedule as a scenario of TestRealNode, beside
+// the others (scheduleTitle); this test, with DBKEEPER_FAULTS=long (make
+// test-faults), runs the long one on a cluster of its own.
 func TestRealNodeFaultSchedule(t *testing.T) {
+	if os.Getenv(faultsEnv) != "long" {
+		t.Skip("make test runs the short schedule in TestRealNode; this test runs the long one, with " + faultsEnv + "=long (make test-faults)")
+	}
 	s := setup(t)
 	s.mustKubectl("create", "namespace", ns)
-	s.run(t, "postgres with 3 replicas: a switchover then the new primary's pod deleted, then a random schedule of operations and faults", scheduled, s.testFaultSchedule)
+	s.run(t, scheduleTitle, scheduled, s.testFaultSchedule)
 }
+
+// scheduleTitle is the fault schedule's scenario.
+const scheduleTitle = "postgres with 3 replicas: a switchover then the new primary's pod deleted, then a random schedule of operations and faults"
 
 // scheduled is the Database of TestRealNodeFaultSchedule.
 const scheduled = "tally"
