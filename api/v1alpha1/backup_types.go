@@ -21,6 +21,19 @@ const (
 	WALCompressionNone WALCompression = "none"
 )
 
+// ServerSideEncryption is how the object store encrypts what dbkeeper
+// writes to it (S3's x-amz-server-side-encryption).
+// +kubebuilder:validation:Enum=AES256;aws:kms
+type ServerSideEncryption string
+
+const (
+	// ServerSideEncryptionAES256 encrypts with keys the store manages
+	// (SSE-S3).
+	ServerSideEncryptionAES256 ServerSideEncryption = "AES256"
+	// ServerSideEncryptionKMS encrypts with a key of AWS KMS (SSE-KMS).
+	ServerSideEncryptionKMS ServerSideEncryption = "aws:kms"
+)
+
 // The keys of an object store's credentials Secret
 // (ObjectStore.CredentialsSecret).
 const (
@@ -105,6 +118,7 @@ type ObjectStore struct {
 // Database's write-ahead log and its base backups, with barman-cloud, to
 // an S3-compatible object store (docs/backup.md).
 // +kubebuilder:validation:XValidation:rule="!(has(self.retention) && has(self.keepBackups))",message="set at most one of retention (a recovery window) and keepBackups (a number of backups)"
+// +kubebuilder:validation:XValidation:rule="!has(self.kmsKeyID) || (has(self.encryption) && self.encryption == 'aws:kms')",message="is the key of aws:kms encryption: set encryption to aws:kms, or remove kmsKeyID",fieldPath=".kmsKeyID",reason=FieldValueForbidden
 type BackupConfiguration struct {
 	// objectStore is where the backups and the archived WAL go.
 	ObjectStore ObjectStore `json:"objectStore"`
@@ -142,6 +156,23 @@ type BackupConfiguration struct {
 	// store: gzip, bzip2 or none. Defaults to gzip.
 	// +optional
 	WALCompression WALCompression `json:"walCompression,omitempty"`
+
+	// encryption asks the object store to encrypt the WAL and base backups
+	// dbkeeper writes (server-side encryption, on every upload): AES256,
+	// with keys the store manages (SSE-S3), or aws:kms, with a key of AWS
+	// KMS (SSE-KMS). Empty: the bucket's own default. Reading needs
+	// nothing: the store decrypts for whoever may read the objects.
+	// +optional
+	Encryption ServerSideEncryption `json:"encryption,omitempty"`
+
+	// kmsKeyID is the AWS KMS key of aws:kms encryption: its id, ARN or
+	// alias (alias/NAME). Empty: the account's AWS managed key for S3
+	// (aws/s3). Only with encryption aws:kms; needs barman-cloud 3.5 or
+	// newer in the backup image (the default image has 3.4: its sidecar
+	// then refuses to start, saying so).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	KMSKeyID string `json:"kmsKeyID,omitempty"`
 }
 
 // BootstrapSpec says how a new Database gets its data. Empty: initdb, a new

@@ -12,7 +12,9 @@ const (
 	// towards the spec.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a human: an invalid spec,
-	// a missing StorageClass, pods that cannot pull their image or crash, a
+	// a missing StorageClass, a child's name taken by an object dbkeeper
+	// did not create for the Database (ControlledByOther, ForeignObject),
+	// pods that cannot pull their image or crash, a
 	// server that runs another major version than spec.version
 	// (VersionMismatch), or a standby whose replication cannot progress
 	// (the reasons IncompatibleVersion, AuthenticationFailed,
@@ -98,6 +100,12 @@ const (
 	// ReasonRecoverySecretNotFound: a Secret the recovery source's store
 	// names (credentials, CA) does not exist in the Database's namespace.
 	ReasonRecoverySecretNotFound = "RecoverySecretNotFound"
+	// ReasonStoreOutsideNamespace: spec.backup's object store, or the
+	// recovery source's, lies outside the Database's namespace's directory
+	// and the operator does not allow that (--allow-cross-namespace-backups);
+	// its pods are not created or changed until the path is fixed. A store
+	// the pods already archive to, from an earlier release, is kept.
+	ReasonStoreOutsideNamespace = "StoreOutsideNamespace"
 	// ReasonRecoveryFailed: ordinal 0's restore failed before its server
 	// could start (a target before the first recoverable point, no backup,
 	// the store unreachable, its own archive not empty); the data
@@ -106,8 +114,17 @@ const (
 	ReasonRecoveryFailed = "RecoveryFailed"
 	// ReasonControlledByOther: a child's name is taken by an object that
 	// another object controls; dbkeeper never takes it over, so a human must
-	// delete it or rename the Database. Not retried.
+	// delete it or rename the Database. Looked at again every 30 s.
 	ReasonControlledByOther = "ControlledByOther"
+	// ReasonForeignObject: a child's name is taken by an object that
+	// dbkeeper did not create for this Database: it carries no controller
+	// owner reference to it, nor AnnotationAdopt naming its UID. dbkeeper
+	// changes nothing of it (not its labels, annotations, owners or spec)
+	// and uses nothing it holds; the message names the object and its
+	// owners ("no owner" when it has none). A human deletes it, renames the
+	// Database, or hands the object over with AnnotationAdopt. Looked at
+	// again every 30 s.
+	ReasonForeignObject = "ForeignObject"
 	// ReasonSwitchover: the primary moves to the pod spec.primary names.
 	ReasonSwitchover = "Switchover"
 	// ReasonFailover: the primary was not ready for spec.failoverTimeout and

@@ -14,7 +14,7 @@ func TestConditionNamesAreValid(t *testing.T) {
 		ConditionCredentialsReady, ConditionServicesReady, ConditionStatefulSetReady, ConditionProvisioned,
 		ReasonProvisioning, ReasonFirstReady, ReasonReconciled, ReasonProgressing, ReasonInvalidSpec, ReasonApplyFailed, ReasonRollingOut,
 		ReasonWaitingForReplicas, ReasonReplicasReady, ReasonImagePullFailed, ReasonCrashLooping,
-		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed, ReasonControlledByOther,
+		ReasonUnschedulable, ReasonStorageClassNotFound, ReasonStorageResizeFailed, ReasonControlledByOther, ReasonForeignObject,
 		ReasonIncompatibleVersion, ReasonReplicationAuthFailed, ReasonSlotInvalidated, ReasonCloneFailed,
 		ReasonNotStreaming, ReasonRewindFailed, ReasonReplicationStuck,
 	}

@@ -73,6 +73,25 @@ func testBackupRules(t *testing.T, c client.Client) {
 			want: `spec.backup.schedule: Invalid value: "TZ=UTC 0 3 * * *": time zones are not supported: the schedule is in UTC`,
 		},
 		{
+			name: "server-side encryption with a KMS key",
+			spec: dbv1.DatabaseSpec{Backup: backup(func(b *dbv1.BackupConfiguration) {
+				b.Encryption, b.KMSKeyID = dbv1.ServerSideEncryptionKMS, "alias/dbkeeper"
+			})},
+		},
+		{
+			name: "an encryption S3 does not know",
+			spec: dbv1.DatabaseSpec{Backup: backup(func(b *dbv1.BackupConfiguration) { b.Encryption = "aws:kms:dsse" })},
+			want: `[spec.backup.encryption: Unsupported value: "aws:kms:dsse": supported values: "AES256", "aws:kms", ` +
+				`<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]`,
+		},
+		{
+			name: "a KMS key without aws:kms",
+			spec: dbv1.DatabaseSpec{Backup: backup(func(b *dbv1.BackupConfiguration) {
+				b.Encryption, b.KMSKeyID = dbv1.ServerSideEncryptionAES256, "alias/dbkeeper"
+			})},
+			want: `spec.backup.kmsKeyID: Forbidden: is the key of aws:kms encryption: set encryption to aws:kms, or remove kmsKeyID`,
+		},
+		{
 			name: "a recovery with both sources",
 			spec: dbv1.DatabaseSpec{Bootstrap: recovery(dbv1.RecoverySpec{Source: dbv1.RecoverySource{Database: "old", ObjectStore: &dbv1.ObjectStore{Bucket: "backups", CredentialsSecret: dbv1.SecretReference{Name: "c"}}}})},
 			want: `spec.bootstrap.recovery.source: Invalid value: set either database (a Database of this namespace with spec.backup) or objectStore and serverName (the store of a Database that no longer exists)`,

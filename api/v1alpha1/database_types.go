@@ -191,7 +191,10 @@ type DatabaseSpec struct {
 
 	// parameters are engine settings (postgresql.conf or my.cnf keys) passed
 	// to the server on its command line. Keys the operator owns (such as
-	// port or the data directory) are refused.
+	// port or the data directory) are refused, and so are settings whose
+	// value is a command, a file or directory, or code to load, and those
+	// that weaken security; a few are allowed within rules on their value
+	// (docs/security.md).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	Parameters map[string]string `json:"parameters,omitempty"`

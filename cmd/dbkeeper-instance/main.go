@@ -193,6 +193,17 @@ func restoreWAL(args []string) error {
 		// store, no line in the server's log.
 		os.Exit(1)
 	}
+	if end, past := archiver.PastItsTimelinesEnd(filepath.Dir(dest), fs.Arg(0)); past {
+		// WAL a former primary wrote past the fork: the newer timeline's
+		// segment of the same number is the one to replay.
+		fmt.Fprintf(os.Stderr, "dbkeeper-instance restore: %s is not restored: it holds WAL past the end of its timeline: %s\n", fs.Arg(0), end)
+		os.Exit(1)
+	}
+	if !*recovery && archiver.TakeStreamNext(*socket, fs.Arg(0)) {
+		// The agent asked that this standby stream from its primary:
+		// "not available", without a line in the server's log.
+		os.Exit(1)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), walTimeout)
 	c := archiver.NewClient(*socket)
 	if *recovery {

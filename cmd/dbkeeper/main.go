@@ -64,6 +64,7 @@ func main() {
 		operatorNamespace       string
 		operatorPodLabels       string
 		metricsScrapers         string
+		crossNamespaceBackups   bool
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -115,6 +116,10 @@ func main() {
 	flag.StringVar(&metricsScrapers, "metrics-scraper-namespace-labels", "metrics=enabled",
 		"Labels of the namespaces whose pods may scrape the instance agents' metrics port (9187), as key=value,key=value: "+
 			"the Databases' NetworkPolicies admit it from every pod there. Empty: from none (docs/monitoring.md).")
+	flag.BoolVar(&crossNamespaceBackups, "allow-cross-namespace-backups", false,
+		"Let a Database's object store path (spec.backup, and a recovery source's) lie outside its namespace's directory. "+
+			"Off: a Database reads and writes only <namespace> and below in any store, so that tenants sharing a store and its credentials "+
+			"cannot restore, overwrite or prune each other's backups (docs/security.md).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -206,7 +211,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}}
+	dbRules := rules.Rules{ImageRegistry: imageRegistry, Clock: clock.RealClock{}, AllowCrossNamespaceBackups: crossNamespaceBackups}
 	if instanceImage == "" {
 		if instanceImage, err = ownImage(mgr.GetAPIReader()); err != nil {
 			log.Error(err, "unable to find the manager's own image for --instance-image; set the flag")

@@ -64,6 +64,24 @@ func newEnv(t *testing.T) *env {
 	if _, err := os.Stat(filepath.Join(pgBin, "postgres")); err != nil {
 		t.Skipf("PostgreSQL 15 is not installed (%s is missing): run `make host-packages`", pgBin)
 	}
+	e := newStoreEnv(t)
+	e.cred = pgtest.ServerCredential(t)
+
+	e.bin = filepath.Join(e.base, "dbkeeper-instance")
+	build := exec.Command("go", "build", "-o", e.bin, "github.com/dbkeeper/dbkeeper/cmd/dbkeeper-instance")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	return e
+}
+
+// newStoreEnv is an env with the object store alone: versitygw over HTTPS,
+// for barman-cloud on this host.
+func newStoreEnv(t *testing.T) *env {
+	if testing.Short() {
+		t.Skip("runs barman-cloud and versitygw: not in -short")
+	}
 	if _, err := exec.LookPath(archiver.CommandWALArchive); err != nil {
 		t.Skipf("barman-cloud is not installed: run `make host-packages` (%v)", err)
 	}
@@ -80,15 +98,7 @@ func newEnv(t *testing.T) *env {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e.cred = pgtest.ServerCredential(t)
 	t.Cleanup(e.stopAll)
-
-	e.bin = filepath.Join(base, "dbkeeper-instance")
-	build := exec.Command("go", "build", "-o", e.bin, "github.com/dbkeeper/dbkeeper/cmd/dbkeeper-instance")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
 
 	// The object store: versitygw's posix backend over a directory, whose
 	// top-level directories are the buckets, serving HTTPS with a

@@ -43,7 +43,25 @@ type Store struct {
 	EndpointURL string
 	// Compression of WAL files and base backups.
 	Compression Compression
+	// Encryption is the server-side encryption the store applies to what
+	// barman-cloud uploads (its --encryption, S3's
+	// x-amz-server-side-encryption): EncryptionAES256 or EncryptionKMS;
+	// "" leaves it to the bucket's default.
+	Encryption string
+	// KMSKeyID is the AWS KMS key of EncryptionKMS (barman-cloud's
+	// --sse-kms-key-id, from barman-cloud 3.5); "": the AWS managed key.
+	KMSKeyID string
 }
+
+// The server-side encryptions barman-cloud asks S3 for.
+const (
+	EncryptionAES256 = "AES256"
+	EncryptionKMS    = "aws:kms"
+)
+
+// OptionSSEKMSKeyID is barman-cloud's option that names the KMS key of
+// aws:kms encryption; barman-cloud 3.4 lacks it.
+const OptionSSEKMSKeyID = "--sse-kms-key-id"
 
 // Validate reports every field of s that barman-cloud would refuse.
 func (s Store) Validate() error {
@@ -69,6 +87,14 @@ func (s Store) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("compression %q: want gzip, bzip2 or none", s.Compression))
 	}
+	switch s.Encryption {
+	case "", EncryptionAES256, EncryptionKMS:
+	default:
+		errs = append(errs, fmt.Errorf("encryption %q: want %s, %s or none", s.Encryption, EncryptionAES256, EncryptionKMS))
+	}
+	if s.KMSKeyID != "" && s.Encryption != EncryptionKMS {
+		errs = append(errs, fmt.Errorf("a KMS key %q without %s encryption", s.KMSKeyID, EncryptionKMS))
+	}
 	return errors.Join(errs...)
 }
 
@@ -91,6 +117,19 @@ func (s Store) compression() []string {
 	return nil
 }
 
+// encryption is the options of the commands that upload: the
+// server-side encryption and its KMS key.
+func (s Store) encryption() []string {
+	var args []string
+	if s.Encryption != "" {
+		args = append(args, "--encryption", s.Encryption)
+	}
+	if s.KMSKeyID != "" {
+		args = append(args, OptionSSEKMSKeyID, s.KMSKeyID)
+	}
+	return args
+}
+
 func command(name string, parts ...[]string) []string {
 	args := []string{name}
 	for _, p := range parts {
@@ -101,7 +140,7 @@ func command(name string, parts ...[]string) []string {
 
 // WALArchive is the command that archives the WAL file at path.
 func (s Store) WALArchive(path string) []string {
-	return command(CommandWALArchive, s.cloud(), s.compression(), []string{s.Destination, s.ServerName, path})
+	return command(CommandWALArchive, s.cloud(), s.compression(), s.encryption(), []string{s.Destination, s.ServerName, path})
 }
 
 // WALRestore is the command that fetches the WAL file name (%f) into
@@ -130,7 +169,7 @@ func (s Store) Backup(name string, conn Conn, immediate bool) []string {
 	if immediate {
 		opts = append(opts, "--immediate-checkpoint")
 	}
-	return command(CommandBackup, s.cloud(), s.compression(), opts, []string{s.Destination, s.ServerName})
+	return command(CommandBackup, s.cloud(), s.compression(), s.encryption(), opts, []string{s.Destination, s.ServerName})
 }
 
 // BackupList is the command that lists the backups as JSON.

@@ -35,6 +35,18 @@ func TestStoreCommands(t *testing.T) {
 			}
 		})
 	}
+	enc := s
+	enc.Encryption, enc.KMSKeyID = EncryptionKMS, "alias/dbkeeper"
+	for _, argv := range [][]string{enc.WALArchive("/p"), enc.Backup("b", Conn{Host: "/run", Port: 5432, User: "postgres"}, false)} {
+		if got := strings.Join(argv, " "); !strings.Contains(got, " --encryption aws:kms --sse-kms-key-id alias/dbkeeper ") {
+			t.Errorf("%s: no server-side encryption in %s", argv[0], got)
+		}
+	}
+	for _, argv := range [][]string{enc.WALRestore("f", "/d"), enc.BackupList(), enc.Restore("id", "/d"), enc.CheckWALArchive(0), enc.DeleteByRetention("REDUNDANCY 1")} {
+		if slices.Contains(argv, "--encryption") {
+			t.Errorf("%s uploads nothing but was given --encryption: %v", argv[0], argv)
+		}
+	}
 	aws := Store{Destination: "s3://b", ServerName: "x"}
 	if got := aws.WALArchive("/p"); slices.Contains(got, "--endpoint-url") || slices.Contains(got, "--gzip") {
 		t.Errorf("AWS without compression: %v", got)
@@ -42,9 +54,9 @@ func TestStoreCommands(t *testing.T) {
 }
 
 func TestStoreValidate(t *testing.T) {
-	bad := Store{Destination: "https://backups", ServerName: "a/b", EndpointURL: "store:7070", Compression: "zstd"}
+	bad := Store{Destination: "https://backups", ServerName: "a/b", EndpointURL: "store:7070", Compression: "zstd", Encryption: "aws:kms:dsse", KMSKeyID: "k"}
 	err := bad.Validate()
-	for _, want := range []string{"want s3://BUCKET[/PATH]", "without slashes", "want https://HOST[:PORT]", "want gzip, bzip2 or none"} {
+	for _, want := range []string{"want s3://BUCKET[/PATH]", "without slashes", "want https://HOST[:PORT]", "want gzip, bzip2 or none", "want AES256, aws:kms or none", "without aws:kms encryption"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to say %q", err, want)
 		}

@@ -30,6 +30,10 @@ const (
 	EnvServerName  = "DBKEEPER_BACKUP_SERVER_NAME"
 	EnvEndpointURL = "DBKEEPER_BACKUP_ENDPOINT_URL"
 	EnvCompression = "DBKEEPER_BACKUP_COMPRESSION"
+	// EnvEncryption and EnvKMSKeyID are spec.backup.encryption and
+	// kmsKeyID (Store.Encryption, Store.KMSKeyID).
+	EnvEncryption = "DBKEEPER_BACKUP_ENCRYPTION"
+	EnvKMSKeyID   = "DBKEEPER_BACKUP_KMS_KEY_ID"
 
 	// The recovery source's store (spec.bootstrap.recovery), and its
 	// credentials and CA, which replace AWS_ACCESS_KEY_ID,
@@ -71,6 +75,8 @@ func ServerFromEnv() (*Server, error) {
 			ServerName:  os.Getenv(EnvServerName),
 			EndpointURL: os.Getenv(EnvEndpointURL),
 			Compression: Compression(os.Getenv(EnvCompression)),
+			Encryption:  os.Getenv(EnvEncryption),
+			KMSKeyID:    os.Getenv(EnvKMSKeyID),
 		},
 		RecoveryEnv: recoveryEnv(os.Environ()),
 		PGData:      os.Getenv("PGDATA"),

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,6 +166,34 @@ type Server struct {
 
 	mu     sync.Mutex
 	status Status
+	// restored are the files restore fetched from the Database's own
+	// store, which archive then need not upload again (a standby's
+	// archive_mode always archives what it restored), oldest first.
+	restored []string
+}
+
+// maxRestored bounds Server.restored: a standby catching up asks for a
+// few files a minute, and a name forgotten is only uploaded again.
+const maxRestored = 256
+
+// rememberRestored records that name was restored from the own store.
+func (s *Server) rememberRestored(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.restored, name) {
+		return
+	}
+	if len(s.restored) == maxRestored {
+		s.restored = s.restored[1:]
+	}
+	s.restored = append(s.restored, name)
+}
+
+// wasRestored reports whether name came from the own store.
+func (s *Server) wasRestored(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.restored, name)
 }
 
 func (s *Server) logf(format string, args ...any) {
@@ -207,6 +236,9 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	if err := s.validate(); err != nil {
 		return err
 	}
+	if err := s.CheckTools(ctx); err != nil {
+		return err
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -235,6 +267,29 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	}
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// CheckTools fails when the sidecar's barman-cloud lacks an option the
+// store needs: a KMS key (Store.KMSKeyID) needs --sse-kms-key-id, which
+// barman-cloud has from 3.5 on. Without the check every archive_command
+// would fail with barman-cloud's usage error while WAL piles up; the
+// sidecar refuses to start instead, saying what to change.
+func (s *Server) CheckTools(ctx context.Context) error {
+	if !s.hasStore() || s.Store.KMSKeyID == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := s.run(ctx, []string{CommandWALArchive, "--help"})
+	if err != nil {
+		return fmt.Errorf("asking barman-cloud for its options: %w", err)
+	}
+	if !bytes.Contains(out, []byte(OptionSSEKMSKeyID)) {
+		return fmt.Errorf("spec.backup.kmsKeyID needs barman-cloud 3.5 or newer (its %s option), and the backup image's %s has no such option: "+
+			"run the operator with a --backup-image of barman-cloud 3.5 or newer, or remove kmsKeyID to encrypt with the AWS managed key (aws/s3)",
+			OptionSSEKMSKeyID, CommandWALArchive)
 	}
 	return nil
 }
@@ -277,6 +332,18 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := filepath.Base(path)
+	if s.wasRestored(name) {
+		// The file came from the store: it is there already. A standby
+		// (archive_mode always) archives every file it restored, which
+		// doubled its barman-cloud runs while it caught up.
+		s.mu.Lock()
+		s.status.LastArchivedWAL, s.status.LastArchivedTime = name, time.Now()
+		s.status.ConsecutiveFailures = 0
+		s.mu.Unlock()
+		s.logf("%s is in the store already: it was restored from it", name)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	start := time.Now()
@@ -334,6 +401,9 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		s.logf("restoring %s: %v", req.Name, err)
 		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
 		return
+	}
+	if !req.Recovery {
+		s.rememberRestored(req.Name)
 	}
 	s.logf("restored %s in %s", req.Name, time.Since(start).Round(time.Millisecond))
 	w.WriteHeader(http.StatusNoContent)

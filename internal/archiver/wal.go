@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dbkeeper/dbkeeper/internal/replication"
 )
 
 // walFileName matches the files PostgreSQL archives and restores: a
@@ -151,4 +153,84 @@ func HeldInPGWAL(pgwal, name string) bool {
 		return err == nil
 	}
 	return false
+}
+
+// streamNextFile, in the directory of the sidecar's socket, asks the next
+// restore_command for a WAL segment of a standby to answer "not available"
+// once (AskStreamNext, TakeStreamNext).
+const streamNextFile = "dbkeeper-stream-next"
+
+// AskStreamNext makes the next restore_command for a WAL segment answer
+// "not available", once, so that the standby asks its primary for it.
+// A standby in standby mode asks the archive before its primary for every
+// segment, and streams only once the archive lacks one: where a fetch from
+// the store takes about as long as the primary takes to fill a segment
+// (archive_timeout on a busy node), the archive never lacks the next one,
+// and the standby follows minutes behind without streaming. The agent asks
+// this of a standby that follows a primary without streaming from it; when
+// the primary lacks the segment too, the server comes back to the archive
+// after its failed stream, and the archive answers.
+func AskStreamNext(socket string) error {
+	return os.WriteFile(filepath.Join(filepath.Dir(socket), streamNextFile), nil, 0o600)
+}
+
+// TakeStreamNext reports whether the agent asked that restore_command of
+// name answer "not available" (AskStreamNext), and takes the request: it
+// applies to one WAL segment, never to a timeline history file, which the
+// server needs to follow a new timeline.
+func TakeStreamNext(socket, name string) bool {
+	if len(name) != 24 || !IsWALFileName(name) {
+		return false
+	}
+	return os.Remove(filepath.Join(filepath.Dir(socket), streamNextFile)) == nil
+}
+
+// PastItsTimelinesEnd reports whether the WAL segment name holds WAL past
+// the end of its timeline, as a timeline history file in pgwal (the
+// server's pg_wal) records it, and names that end. Such a segment must not
+// be restored: PostgreSQL looks for each segment on the newest timeline
+// first and falls back to an older one when the newer's is not in the
+// archive yet, and a former primary cut off by a failover archives, once
+// it reaches the store, the whole segment in which its timeline forked,
+// WAL past the fork included. A standby that replayed it could never
+// follow the new timeline (the real node's backups scenario: "record with
+// incorrect prev-link" for good). The new timeline's segment of the same
+// number holds the WAL before the fork; the server reads it from its
+// primary or, once complete, from the archive.
+func PastItsTimelinesEnd(pgwal, name string) (string, bool) {
+	seg, err := ParseSegment(name, DefaultSegmentSize)
+	if err != nil {
+		return "", false
+	}
+	histories, _ := filepath.Glob(filepath.Join(pgwal, "*.history"))
+	for _, h := range histories {
+		text, err := os.ReadFile(h)
+		if err != nil {
+			continue
+		}
+		end, ok := timelineEnd(string(text), seg.Timeline)
+		if ok && (seg.Number+1)*DefaultSegmentSize > uint64(end) {
+			return fmt.Sprintf("timeline %d ended at %s (%s)", seg.Timeline, end, filepath.Base(h)), true
+		}
+	}
+	return "", false
+}
+
+// timelineEnd is where a timeline history file (parentTLI, switchpoint,
+// reason per line; # comments) says timeline tli ended.
+func timelineEnd(history string, tli uint32) (replication.LSN, bool) {
+	for line := range strings.SplitSeq(history, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		parent, err := strconv.ParseUint(f[0], 10, 32)
+		if err != nil || uint32(parent) != tli {
+			continue
+		}
+		if end, err := replication.ParseLSN(f[1]); err == nil {
+			return end, true
+		}
+	}
+	return 0, false
 }

@@ -117,3 +117,54 @@ func TestHeldInPGWAL(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamNextIsTakenOnceForASegment: the agent's request that a
+// standby stream answers restore_command once, for a WAL segment only:
+// a timeline history file is always fetched.
+func TestStreamNextIsTakenOnceForASegment(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), ".s.dbkeeper-archiver")
+	const seg, history = "00000003000000000000000C", "00000003.history"
+	if TakeStreamNext(socket, seg) {
+		t.Fatal("TakeStreamNext before any request: true")
+	}
+	if err := AskStreamNext(socket); err != nil {
+		t.Fatal(err)
+	}
+	if TakeStreamNext(socket, history) {
+		t.Error("a timeline history file took the request: the server would miss a new timeline")
+	}
+	if !TakeStreamNext(socket, seg) {
+		t.Error("the next segment did not take the request")
+	}
+	if TakeStreamNext(socket, seg) {
+		t.Error("the request was taken twice")
+	}
+}
+
+// TestPastItsTimelinesEnd: a segment of a timeline that a history file in
+// pg_wal says ended inside it, or before it, is not restored; one wholly
+// before the end is, as is any segment of a timeline no history ended.
+func TestPastItsTimelinesEnd(t *testing.T) {
+	pgwal := t.TempDir()
+	history := "1\t0/3000158\tno recovery target specified\n\n2\t0/C00BA00\tno recovery target specified\n"
+	if err := os.WriteFile(filepath.Join(pgwal, "00000003.history"), []byte(history), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		past bool
+	}{
+		{"00000002000000000000000B", false}, // wholly before timeline 2's end
+		{"00000002000000000000000C", true},  // timeline 2 ended inside it
+		{"00000002000000000000000D", true},  // wholly past it
+		{"000000010000000000000002", false},
+		{"000000010000000000000003", true},
+		{"00000003000000000000000C", false}, // the newest timeline: no end
+		{"00000003.history", false},
+	} {
+		end, past := PastItsTimelinesEnd(pgwal, tc.name)
+		if past != tc.past {
+			t.Errorf("PastItsTimelinesEnd(%s) = %v (%s), want %v", tc.name, past, end, tc.past)
+		}
+	}
+}

@@ -65,6 +65,20 @@ type EngineInfo struct {
 	// owns them, for the error that refuses them ("owned by dbkeeper for
 	// replication"); the others are "set by dbkeeper".
 	OwnedParameterReasons map[string]string
+	// RefusedParameters are the settings users may not set in
+	// spec.parameters though dbkeeper does not set them, each with the
+	// reason: their values are commands, files or code to load, or they
+	// turn a security check off.
+	RefusedParameters map[string]string
+	// NamePatterns refuse the settings named like those, which no list
+	// can name in advance (extensions' and plugins' own settings, versions
+	// to come), but those of NamePatternExceptions.
+	NamePatterns          []NamePattern
+	NamePatternExceptions []string
+	// OptionPrefixes are prefixes of a setting's (normalized) name that
+	// the server strips before it looks the setting up, so that the
+	// setting is refused under them too ("loose_" of mysql).
+	OptionPrefixes []string
 	// WALKeepParameter is the setting that bounds the WAL a replication
 	// slot keeps on the primary (max_slot_wal_keep_size), which dbkeeper
 	// sets to DefaultWALKeep of the data volume unless spec.parameters
@@ -110,9 +124,160 @@ var postgresReplicationParameters = []string{
 const forTLS = "owned by dbkeeper for TLS, which is always on: set spec.tls instead"
 
 // postgresTLSParameters are the postgres settings of the server's TLS
-// certificate, which the instance agent sets (docs/replication.md §22).
-// The others (ssl_min_protocol_version, ssl_ciphers...) stay the user's.
-var postgresTLSParameters = []string{"ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file"}
+// certificate, which the instance agent sets (docs/replication.md §22),
+// and the other files and the passphrase command of TLS. The protocol
+// versions and ciphers stay the user's, within the rules of package rules
+// (TLS 1.2 at least, no NULL, anonymous or EXPORT ciphers).
+var postgresTLSParameters = []string{
+	"ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file", "ssl_crl_file", "ssl_crl_dir", "ssl_dh_params_file",
+	"ssl_passphrase_command", "ssl_passphrase_command_supports_reload",
+}
+
+// The reasons dbkeeper refuses a setting that would let whoever may edit a
+// Database act in its pods beyond what the server's SQL lets its users do
+// (docs/security.md §6).
+const (
+	// runsCommand: the value is a shell command.
+	runsCommand = "refused: its value is a shell command the server runs as its own user, which would make editing the Database a shell in its pods"
+	// namesFile: the value is a file or directory of the container.
+	namesFile = "refused: its value is a file or directory of the server's container, which dbkeeper lays out; " +
+		"it could make the server read, write or run any file its user can"
+	// loadsCode: the value is a library or its directory.
+	loadsCode = "refused: its value says which code the server loads and runs; " +
+		"list libraries of the image by bare name in shared_preload_libraries instead"
+	// forArchiving: WAL archiving is spec.backup's.
+	forArchiving = "owned by dbkeeper for WAL archiving, which runs a command or loads a library in the server: " +
+		"set spec.backup, which archives to an object store through the backup sidecar"
+	// logsToStderr: the server's log goes to its standard error.
+	logsToStderr = namesFile + "; the server logs to its standard error, which kubectl logs shows"
+	// forSocket: the Unix socket is the pod's trust.
+	forSocket = "owned by dbkeeper: the server's Unix socket, shared with the instance agent and the backup sidecar, " +
+		"admits the superuser without a password, so who may use it is the pod's layout"
+)
+
+// postgresRefusedParameters are the postgres settings dbkeeper refuses
+// besides the ones it sets: each setting of PostgreSQL 14 to 18 whose value
+// is a shell command, a file or directory, or code to load, and the ones
+// that turn a security check off. TestPostgresRefusesEverySettingOfItsKind
+// (package rules) checks the list against a real server's settings. The
+// library lists (shared_preload_libraries...), the TLS versions and
+// ciphers and password_encryption are allowed within rules on their
+// values (package rules).
+var postgresRefusedParameters = map[string]string{
+	"archive_command":         forArchiving,
+	"archive_library":         forArchiving,
+	"archive_mode":            forArchiving,
+	"archive_cleanup_command": runsCommand,
+	"recovery_end_command":    runsCommand,
+	"config_file":             namesFile,
+	"external_pid_file":       namesFile,
+	"krb_server_keyfile":      namesFile,
+	"stats_temp_directory":    namesFile,
+	"extension_control_path":  namesFile,
+	"extension_destdir":       namesFile,
+	"log_directory":           logsToStderr,
+	"log_filename":            logsToStderr,
+	"dynamic_library_path":    loadsCode,
+	"jit_provider":            loadsCode,
+	"unix_socket_group":       forSocket,
+	"unix_socket_permissions": forSocket,
+	"lo_compat_privileges":    "refused: it turns off the privilege checks on large objects, so that every user could read and change every large object",
+	"allow_system_table_mods": "refused: it lets the superuser change the structure of the system catalogs, which can damage the database beyond repair",
+}
+
+// postgresNamePatterns refuse, beyond the settings listed, every setting
+// named like a command, a file, a directory or a library: the settings of
+// extensions (basebackup_to_shell.command, basic_archive.archive_directory)
+// and of PostgreSQL versions to come, which no list can name in advance.
+var postgresNamePatterns = []NamePattern{
+	{regexp.MustCompile(`[._](command|program)$`), runsCommand},
+	{regexp.MustCompile(`([._](file|filename|[a-z]*dir|directory|directories|path)|keyfile)$`), namesFile},
+	{regexp.MustCompile(`[._](library|libraries)$`), loadsCode},
+}
+
+// postgresNamePatternExceptions are settings a pattern matches that are not
+// what it fears: search_path names schemas, and the library lists are
+// allowed within rules on their values.
+var postgresNamePatternExceptions = []string{
+	"search_path", "shared_preload_libraries", "local_preload_libraries", "session_preload_libraries",
+}
+
+// mysqlRefusedParameters are the mysql settings dbkeeper refuses besides
+// the ones it sets: each server setting of MySQL 8.0 and 8.4 whose value is
+// a file or directory, a file of SQL the server runs, or code to load, and
+// the ones that turn authentication or password hiding off.
+var mysqlRefusedParameters = map[string]string{
+	"init_file": "refused: its value is a file of SQL statements the server runs at start with every privilege; " +
+		"dbkeeper creates the database and user itself",
+	"plugin_load":                            loadsCode,
+	"plugin_load_add":                        loadsCode,
+	"early_plugin_load":                      loadsCode,
+	"plugin_dir":                             namesFile,
+	"basedir":                                namesFile,
+	"character_sets_dir":                     namesFile,
+	"lc_messages_dir":                        namesFile,
+	"tmpdir":                                 namesFile,
+	"chroot":                                 namesFile,
+	"secure_file_priv":                       namesFile,
+	"general_log_file":                       namesFile,
+	"slow_query_log_file":                    namesFile,
+	"log_error":                              logsToStderr,
+	"log_bin":                                namesFile,
+	"log_bin_index":                          namesFile,
+	"log_tc":                                 namesFile,
+	"relay_log":                              namesFile,
+	"relay_log_index":                        namesFile,
+	"relay_log_info_file":                    namesFile,
+	"master_info_file":                       namesFile,
+	"pid_file":                               namesFile,
+	"innodb_data_home_dir":                   namesFile,
+	"innodb_log_group_home_dir":              namesFile,
+	"innodb_undo_directory":                  namesFile,
+	"innodb_directories":                     namesFile,
+	"innodb_tmpdir":                          namesFile,
+	"innodb_temp_tablespaces_dir":            namesFile,
+	"innodb_data_file_path":                  namesFile,
+	"innodb_temp_data_file_path":             namesFile,
+	"innodb_buffer_pool_filename":            namesFile,
+	"keyring_file_data":                      namesFile,
+	"defaults_file":                          namesFile,
+	"defaults_extra_file":                    namesFile,
+	"ssl_ca":                                 namesFile,
+	"ssl_capath":                             namesFile,
+	"ssl_cert":                               namesFile,
+	"ssl_key":                                namesFile,
+	"ssl_crl":                                namesFile,
+	"ssl_crlpath":                            namesFile,
+	"caching_sha2_password_private_key_path": namesFile,
+	"caching_sha2_password_public_key_path":  namesFile,
+	"sha256_password_private_key_path":       namesFile,
+	"sha256_password_public_key_path":        namesFile,
+	"skip_grant_tables":                      "refused: the server would let everyone in without a password, with every privilege",
+	"log_raw":                                "refused: the server would write passwords in clear to its general log",
+}
+
+// mysqlNamePatterns refuse, beyond the settings listed, every setting named
+// like a file, a directory or a TLS file: the settings of plugins and
+// components (audit_log_file, group_replication_recovery_ssl_key) and of
+// versions to come.
+var mysqlNamePatterns = []NamePattern{
+	{regexp.MustCompile(`(_|^)(file|filename|dir|tmpdir|directory|directories|path|socket|home_dir)$`), namesFile},
+	{regexp.MustCompile(`(^|_)ssl_(ca|capath|cert|key|crl|crlpath)$`), namesFile},
+	{regexp.MustCompile(`(_|^)(plugin_load|plugin_load_add)$`), loadsCode},
+}
+
+// mysqlOptionPrefixes are the prefixes MySQL's option parser strips
+// before it looks an option up (loose-init-file is init-file, and so is
+// enable-init-file of a boolean option). skip- and disable- are not among
+// them: they turn the option off (skip-log-bin, disable-log-bin).
+var mysqlOptionPrefixes = []string{"loose_", "maximum_", "enable_"}
+
+// NamePattern refuses the settings whose (normalized) name matches, with a
+// reason.
+type NamePattern struct {
+	Pattern *regexp.Regexp
+	Reason  string
+}
 
 // mergeReasons returns the union of reason maps.
 func mergeReasons(maps ...map[string]string) map[string]string {
@@ -162,6 +327,9 @@ var entries = []EngineInfo{
 		OwnedParameters: slices.Concat([]string{"data_directory", "hba_file", "ident_file", "listen_addresses", "port", "unix_socket_directories"},
 			postgresReplicationParameters, postgresTLSParameters),
 		OwnedParameterReasons: mergeReasons(reasons(forReplication, postgresReplicationParameters), reasons(forTLS, postgresTLSParameters)),
+		RefusedParameters:     postgresRefusedParameters,
+		NamePatterns:          postgresNamePatterns,
+		NamePatternExceptions: postgresNamePatternExceptions,
 		WALKeepParameter:      "max_slot_wal_keep_size",
 		MaxDatabaseNameLength: 63,
 		MaxUsernameLength:     63,
@@ -184,6 +352,9 @@ var entries = []EngineInfo{
 		MaxReplicas:           1,
 		MaxReplicasReason:     noReplication(dbv1.EngineMySQL),
 		OwnedParameters:       []string{"bind-address", "datadir", "port", "socket", "user"},
+		RefusedParameters:     mysqlRefusedParameters,
+		NamePatterns:          mysqlNamePatterns,
+		OptionPrefixes:        mysqlOptionPrefixes,
 		MaxDatabaseNameLength: 64,
 		MaxUsernameLength:     32,
 		ReservedDatabaseNames: []string{"information_schema", "mysql", "performance_schema", "sys"},

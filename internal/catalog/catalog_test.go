@@ -78,6 +78,14 @@ func TestCatalogIsConsistent(t *testing.T) {
 		if sorted := slices.Sorted(slices.Values(e.OwnedParameters)); len(slices.Compact(sorted)) != len(e.OwnedParameters) {
 			t.Errorf("%s: an owned parameter is listed twice: %v", e.Name, e.OwnedParameters)
 		}
+		for key, reason := range e.RefusedParameters {
+			if key != NormalizeParameter(key) || reason == "" {
+				t.Errorf("%s: refused parameter %q must be written as the rules compare it (%q), with a reason (%q)", e.Name, key, NormalizeParameter(key), reason)
+			}
+			if slices.ContainsFunc(e.OwnedParameters, func(p string) bool { return NormalizeParameter(p) == key }) {
+				t.Errorf("%s: %q is both owned and refused", e.Name, key)
+			}
+		}
 		if e.MaxReplicas < 1 {
 			t.Errorf("%s: MaxReplicas %d is below 1", e.Name, e.MaxReplicas)
 		}
@@ -207,7 +215,13 @@ func TestReplicationLimits(t *testing.T) {
 	}
 	for _, key := range []string{"archive_mode", "archive_command", "wal_keep_size", "hot_standby_feedback"} {
 		if slices.Contains(pg.OwnedParameters, key) {
-			t.Errorf("postgres owns %s, which replication does not set and users may need", key)
+			t.Errorf("postgres owns %s, which replication does not set", key)
+		}
+	}
+	// WAL archiving is spec.backup's: its settings are refused, saying so.
+	for _, key := range []string{"archive_mode", "archive_command", "archive_library"} {
+		if !strings.Contains(pg.RefusedParameters[key], "set spec.backup") {
+			t.Errorf("postgres refuses %s with %q, want it to name spec.backup", key, pg.RefusedParameters[key])
 		}
 	}
 	my, _ := LookupEngine(dbv1.EngineMySQL)

@@ -38,9 +38,12 @@ func setChildConditions(status *dbv1.DatabaseStatus, obs observation) {
 
 // credentialsState reports the credentials Secret and the instance Secret.
 func credentialsState(obs observation) (ok bool, reason, message string) {
+	secretsBlocked := obs.secretsBlocked()
 	switch {
 	case obs.secret.err != nil:
 		return false, dbv1.ReasonApplyFailed, obs.secret.err.Error()
+	case secretsBlocked != nil:
+		return false, secretsBlocked.reason, secretsBlocked.message
 	case obs.tls.pending != "":
 		return false, dbv1.ReasonTLSPending, "TLS is pending, the credentials Secret has no ca.crt yet: " + obs.tls.pending
 	}
@@ -57,6 +60,10 @@ func servicesState(obs observation) (ok bool, reason, message string) {
 		return false, dbv1.ReasonApplyFailed, obs.services.err.Error()
 	case obs.secret.err != nil, obs.instanceSecret.err != nil:
 		return false, dbv1.ReasonApplyFailed, "waiting for the credentials Secret"
+	case obs.secretsBlocked() != nil:
+		return false, obs.secretsBlocked().reason, "not reconciled: " + obs.secretsBlocked().message
+	case isOwnershipProblem(obs.services.blocked):
+		return false, obs.services.blocked.reason, obs.services.blocked.message
 	}
 	return true, dbv1.ReasonReconciled, "the Services match the spec"
 }
@@ -70,6 +77,10 @@ func statefulSetState(obs observation) (ok bool, reason, message string) {
 		// The StatefulSet was not looked at: say so, rather than that it
 		// does not exist.
 		return false, dbv1.ReasonApplyFailed, "not reconciled: waiting for the credentials Secret and the Services"
+	case isOwnershipProblem(obs.statefulSet.blocked):
+		return false, obs.statefulSet.blocked.reason, obs.statefulSet.blocked.message
+	case obs.statefulSet.live == nil && obs.ownershipBlocked() != nil:
+		return false, obs.ownershipBlocked().reason, "not reconciled: " + obs.ownershipBlocked().message
 	}
 	return rollout(obs)
 }

@@ -33,7 +33,8 @@ const (
 // finds unfit (expiring, another CA, other names, a key that does not
 // match) is issued again. It runs before the StatefulSet, whose pods mount
 // the Secret. Like the credentials Secret, one the cache lacks is created
-// with a plain create and read only when the name is taken.
+// with a plain create and read only when the name is taken; one that is
+// not the Database's is left as it is, and none of its values used.
 func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.InstanceSecretName(s.db)}
 	live := &corev1.Secret{}
@@ -56,6 +57,9 @@ func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *sco
 		if err != nil {
 			return childObservation{err: err}
 		}
+	}
+	if p := r.ownershipProblem(s.db, live); p != nil {
+		return childObservation{blocked: p}
 	}
 	values, renewed, err := r.instanceValues(s, live)
 	if err != nil {

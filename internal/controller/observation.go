@@ -39,6 +39,9 @@ type observation struct {
 	// be, and the StatefulSet was left alone.
 	recoverySource  *dbv1.RecoverySource
 	recoveryBlocked *problem
+	// storeBlocked is why spec.backup's object store may not be used (it
+	// lies outside the namespace), and the StatefulSet was left alone.
+	storeBlocked *problem
 	// now is when the reconcile began.
 	now time.Time
 	// pods are the Database's pods.
@@ -58,7 +61,7 @@ type childObservation struct {
 	// reconciled.
 	err error
 	// blocked is a problem that needs a human, found on the way (a child
-	// controlled by another object, a missing StorageClass).
+	// that is not the Database's, a missing StorageClass).
 	blocked *problem
 }
 
@@ -90,7 +93,43 @@ type problem struct {
 // blocked returns the first problem, in the order of the children, that
 // needs a human other than an invalid spec.
 func (o observation) blocked() *problem {
-	return firstProblem(o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
+	return firstProblem(o.tls.blocked, o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.storeBlocked, o.recoveryBlocked, o.statefulSet.blocked, o.disruptionBudget.blocked)
+}
+
+// ownershipBlocked returns the first problem of a child before the
+// StatefulSet whose name is taken by an object that is not the Database's
+// (ownershipProblem), nil when there is none.
+func (o observation) ownershipBlocked() *problem {
+	for _, p := range []*problem{o.tls.blocked, o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked} {
+		if isOwnershipProblem(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+// ownershipProblem returns the first problem of a child whose name is
+// taken by an object that is not the Database's, nil when there is none.
+func (o observation) ownershipProblem() *problem {
+	for _, p := range []*problem{o.tls.blocked, o.secret.blocked, o.instanceSecret.blocked, o.services.blocked, o.networkPolicy.blocked, o.statefulSet.blocked, o.disruptionBudget.blocked} {
+		if isOwnershipProblem(p) {
+			return p
+		}
+	}
+	return nil
+}
+
+// secretsBlocked returns the problem of the first Secret, of the TLS or
+// the credentials, that is not the Database's: the reconcile stopped
+// there.
+func (o observation) secretsBlocked() *problem {
+	return firstProblem(o.tls.blocked, o.secret.blocked, o.instanceSecret.blocked)
+}
+
+// isOwnershipProblem reports whether p is the problem of a child whose
+// name is taken by an object that is not the Database's.
+func isOwnershipProblem(p *problem) bool {
+	return p != nil && (p.reason == dbv1.ReasonForeignObject || p.reason == dbv1.ReasonControlledByOther)
 }
 
 // childFailed reports whether the Secret or the Services failed, so that

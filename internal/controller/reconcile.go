@@ -91,7 +91,7 @@ func (r *DatabaseReconciler) newScope(db *dbv1.Database) *scope {
 	r.Rules.Default(s.spec)
 	s.obs = observation{generation: db.Generation, spec: s.spec, replicas: ptr.Deref(s.spec.Spec.Replicas, 0), now: r.now()}
 	s.wantReplicas = s.obs.replicas
-	if _, errs := r.Rules.ValidateCreate(s.spec); len(errs) > 0 {
+	if errs := r.Rules.Validate(s.spec); len(errs) > 0 {
 		s.obs.invalid = errs.ToAggregate()
 	}
 	return s
@@ -106,13 +106,18 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	holdPrimary(s)
 	// A TLS certificate that cannot be issued yet stops nothing: the
 	// pods wait for its Secret, and its error is returned at the end.
-	s.obs.tls = r.reconcileTLS(ctx, s)
-	if s.obs.secret = r.reconcileSecret(ctx, s); s.obs.secret.err != nil {
+	// A Secret that is not the Database's (ownershipProblem) stops the
+	// reconcile where it is met: nothing after it may use what it holds
+	// or mount it.
+	if s.obs.tls = r.reconcileTLS(ctx, s); s.obs.tls.blocked != nil {
+		return nil
+	}
+	if s.obs.secret = r.reconcileSecret(ctx, s); s.obs.secret.err != nil || s.obs.secret.blocked != nil {
 		return s.obs.secret.err
 	}
 	if desired.HasInstanceAgent(s.spec) {
 		// Before the StatefulSet: its pods mount the instance Secret.
-		if s.obs.instanceSecret = r.reconcileInstanceSecret(ctx, s); s.obs.instanceSecret.err != nil {
+		if s.obs.instanceSecret = r.reconcileInstanceSecret(ctx, s); s.obs.instanceSecret.err != nil || s.obs.instanceSecret.blocked != nil {
 			return s.obs.instanceSecret.err
 		}
 	}
@@ -123,11 +128,19 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 		return s.obs.networkPolicy.err
 	}
 	r.holdRollout(ctx, s)
+	if err := r.checkBackupStore(ctx, s); err != nil || s.obs.storeBlocked != nil {
+		return err
+	}
 	if err := r.resolveRecovery(ctx, s); err != nil || s.obs.recoveryBlocked != nil {
 		return err
 	}
 	if s.obs.statefulSet = r.reconcileStatefulSet(ctx, s); s.obs.statefulSet.err != nil {
 		return s.obs.statefulSet.err
+	}
+	if s.obs.statefulSet.live == nil && (s.obs.ownershipBlocked() != nil || isOwnershipProblem(s.obs.statefulSet.blocked)) {
+		// No StatefulSet of the Database's, and none made while a name
+		// is taken: nothing runs to drive or protect.
+		return nil
 	}
 	var err error
 	if s.obs.pods, err = r.observePods(ctx, s); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // recoveryRetryDelay is how long a Database whose recovery source cannot
@@ -48,7 +49,7 @@ func (r *DatabaseReconciler) resolveRecovery(ctx context.Context, s *scope) erro
 			source = db
 		}
 	}
-	resolved, p := resolveRecoverySource(s.spec, source)
+	resolved, p := resolveRecoverySource(s.spec, source, r.Rules.AllowCrossNamespaceBackups)
 	if p != nil {
 		s.obs.recoveryBlocked = p
 		return nil
@@ -98,13 +99,23 @@ func recoveryOf(db *dbv1.Database) *dbv1.RecoverySpec {
 // resolveRecoverySource is where db's restore reads: source.objectStore
 // and serverName as given, or the source Database's (defaulted)
 // spec.backup.objectStore and its name. source is that Database, nil when
-// it does not exist. It returns the problem when there is none.
-func resolveRecoverySource(db *dbv1.Database, source *dbv1.Database) (*dbv1.RecoverySource, *problem) {
+// it does not exist. It returns the problem when there is none, or when
+// source.objectStore lies outside db's namespace's directory and
+// allowCrossNamespace is false (admission refuses it; this is for a
+// Database that reached the controller past the webhooks). A source
+// Database's store was admitted with that Database, of the same namespace.
+func resolveRecoverySource(db *dbv1.Database, source *dbv1.Database, allowCrossNamespace bool) (*dbv1.RecoverySource, *problem) {
 	rec := recoveryOf(db)
 	if rec == nil {
 		return nil, nil
 	}
 	if st := rec.Source.ObjectStore; st != nil {
+		if !allowCrossNamespace && !rules.StoreInNamespace(st, db.Namespace) {
+			return nil, &problem{dbv1.ReasonStoreOutsideNamespace, fmt.Sprintf(
+				"spec.bootstrap.recovery.source.objectStore.path %q lies outside namespace %q: a Database restores only from its own namespace's directory of a store "+
+					"(%s or below), which the Databases of other namespaces may share with their credentials; recreate it with a path there, "+
+					"or start the operator with --allow-cross-namespace-backups", st.Path, db.Namespace, db.Namespace)}
+		}
 		return &dbv1.RecoverySource{ObjectStore: st.DeepCopy(), ServerName: rec.Source.ServerName}, nil
 	}
 	name := rec.Source.Database

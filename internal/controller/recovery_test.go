@@ -16,11 +16,14 @@ func TestResolveRecoverySource(t *testing.T) {
 	ownStore := fixture.Store()
 	ownStore.Path = source.Namespace
 	given := fixture.Store()
-	given.Path = "archive/2025"
+	given.Path = "shop/2025"
+	foreign := fixture.Store()
+	foreign.Path = "bank"
 	for _, tc := range []struct {
 		name   string
 		db     *dbv1.Database
 		source *dbv1.Database
+		allow  bool
 		want   *dbv1.RecoverySource
 		reason string
 		msg    string
@@ -31,8 +34,15 @@ func TestResolveRecoverySource(t *testing.T) {
 			db: fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFrom("orders-old")), source: source,
 			want: &dbv1.RecoverySource{ObjectStore: &ownStore, ServerName: "orders-old"}},
 		{name: "a store given explicitly resolves to itself, whatever Database exists",
-			db:     fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFromStore("archive/2025", "orders-2025")),
+			db:     fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFromStore("shop/2025", "orders-2025")),
 			source: source, want: &dbv1.RecoverySource{ObjectStore: &given, ServerName: "orders-2025"}},
+		{name: "a store of another namespace's directory is refused, as admission refuses it",
+			db:     fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFromStore("bank", "ledger")),
+			reason: dbv1.ReasonStoreOutsideNamespace,
+			msg:    `spec.bootstrap.recovery.source.objectStore.path "bank" lies outside namespace "shop": a Database restores only from its own namespace's directory`},
+		{name: "a store of another namespace's directory, allowed by the operator",
+			db:    fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFromStore("bank", "ledger")),
+			allow: true, want: &dbv1.RecoverySource{ObjectStore: &foreign, ServerName: "ledger"}},
 		{name: "a missing source Database says how to name a deleted one's store",
 			db:     fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFrom("orders-old")),
 			reason: dbv1.ReasonRecoverySourceNotFound,
@@ -43,7 +53,7 @@ func TestResolveRecoverySource(t *testing.T) {
 			reason: dbv1.ReasonRecoverySourceNotFound, msg: `Database "orders-old" has no spec.backup`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, p := resolveRecoverySource(tc.db, tc.source)
+			got, p := resolveRecoverySource(tc.db, tc.source, tc.allow)
 			if tc.reason != "" {
 				if p == nil || p.reason != tc.reason || !strings.Contains(p.message, tc.msg) {
 					t.Fatalf("problem = %+v, want %s containing %q", p, tc.reason, tc.msg)
@@ -61,7 +71,7 @@ func TestResolveRecoverySource(t *testing.T) {
 	t.Run("the resolved store is a copy: the source's later changes do not reach it", func(t *testing.T) {
 		db := fixture.Database("orders", fixture.WithEngine(dbv1.EnginePostgres), fixture.WithRecoveryFrom("orders-old"))
 		src := source.DeepCopy()
-		got, _ := resolveRecoverySource(db, src)
+		got, _ := resolveRecoverySource(db, src, false)
 		src.Spec.Backup.ObjectStore.Bucket = "elsewhere"
 		if got.ObjectStore.Bucket != fixture.StoreBucket {
 			t.Errorf("the resolved store followed the source's change: %q", got.ObjectStore.Bucket)

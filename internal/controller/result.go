@@ -41,14 +41,18 @@ import (
 //     wait behind a thousand other Databases' reconciles.
 //  6. An invalid spec: terminal, since retrying cannot help; the next spec
 //     change triggers a reconcile.
-//  7. A blocker that needs a human (a missing StorageClass, a child
-//     controlled by another object, a claim that cannot grow): terminal.
-//  8. A claim to grow that is not bound yet: binding it changes nothing
+//  7. A child's name taken by an object that is not the Database's
+//     (ControlledByOther, ForeignObject): deleting that object or handing
+//     it over changes nothing dbkeeper watches, so look again after a
+//     while.
+//  8. Another blocker that needs a human (a missing StorageClass, a claim
+//     that cannot grow): terminal.
+//  9. A claim to grow that is not bound yet: binding it changes nothing
 //     dbkeeper watches, so look again after a while.
-//  9. A pod waiting for its claims to be bound, or retrying an image pull:
-//     look again when it has waited too long, since it may not change
-//     meanwhile.
-//  10. Otherwise done, until the next event.
+//  10. A pod waiting for its claims to be bound, or retrying an image
+//     pull: look again when it has waited too long, since it may not
+//     change meanwhile.
+//  11. Otherwise done, until the next event.
 func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 	switch {
 	case apierrors.IsConflict(err):
@@ -69,6 +73,9 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 		// A source Database or a Secret created later changes nothing
 		// dbkeeper watches: look again.
 		return ctrl.Result{RequeueAfter: recoveryRetryDelay}, nil
+	case s.obs.ownershipProblem() != nil:
+		log.FromContext(ctx).V(1).Info("a child's name is taken by an object that is not the Database's; looking again later", "problem", s.obs.ownershipProblem().message)
+		return ctrl.Result{RequeueAfter: ownershipRetryDelay}, nil
 	case s.obs.blocked() != nil:
 		return ctrl.Result{}, reconcile.TerminalError(errors.New(s.obs.blocked().message))
 	case s.obs.statefulSet.claimsUnbound:
@@ -82,6 +89,10 @@ func result(ctx context.Context, s *scope, err error) (ctrl.Result, error) {
 // cacheBehindDelay is how long a reconcile that found the cache behind its
 // last status write waits for it.
 const cacheBehindDelay = 250 * time.Millisecond
+
+// ownershipRetryDelay is how long a Database whose child's name is taken
+// by an object that is not its own waits before it looks again.
+const ownershipRetryDelay = 30 * time.Second
 
 // unboundClaimRetryDelay is how long a reconcile that could not grow a claim
 // yet, because it is not bound, waits before it tries again.

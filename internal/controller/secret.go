@@ -30,7 +30,8 @@ import (
 // Secret the cache lacks is created with a plain create, which the API
 // server refuses when the name is taken, instead of an apply, which would
 // replace the password: only then is it read. A new Database's Secret costs
-// no read.
+// no read. A Secret that is not the Database's (ownershipProblem) is left
+// as it is, and none of its values is read into the Database's children.
 func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) childObservation {
 	key := client.ObjectKey{Namespace: s.db.Namespace, Name: desired.SecretName(s.db)}
 	live := &corev1.Secret{}
@@ -50,6 +51,10 @@ func (r *DatabaseReconciler) reconcileSecret(ctx context.Context, s *scope) chil
 		if err != nil {
 			return childObservation{err: err}
 		}
+	}
+	if p := r.ownershipProblem(s.db, live); p != nil {
+		// Nothing of it is used: its password is not the Database's.
+		return childObservation{blocked: p}
 	}
 	s.credentials = live
 	creds, err := r.credentials(s, live)

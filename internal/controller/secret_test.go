@@ -37,11 +37,17 @@ func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 	ns := f.namespace
 	ctx := context.Background()
 
-	// The Secret an earlier dbkeeper made, with a key a user added.
-	old := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres)))
+	// The Database, and the Secret an earlier dbkeeper made for it,
+	// owned by it as every child is, with a key a user added.
+	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
+	if err := f.client.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	old := fixture.Defaulted(db)
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: desired.SecretName(old), Namespace: ns, Labels: desired.Labels(old, desired.ComponentCredentials)},
-		Type:       corev1.SecretTypeOpaque,
+		ObjectMeta: metav1.ObjectMeta{Name: desired.SecretName(old), Namespace: ns, Labels: desired.Labels(old, desired.ComponentCredentials),
+			OwnerReferences: controlledBy(db)},
+		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			desired.SecretKeyUsername:            []byte(old.Spec.Username),
 			desired.SecretKeyPassword:            []byte("the-old-password"),
@@ -58,10 +64,6 @@ func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.startManager(controller.Options{})
-	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
-	if err := f.client.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
 	key := client.ObjectKeyFromObject(secret)
 	instanceKey := client.ObjectKey{Namespace: ns, Name: desired.InstanceSecretName(db)}
 	inst := &corev1.Secret{}
@@ -244,9 +246,12 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	ns := f.namespace
 	ctx := context.Background()
 	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
+	if err := f.client.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
 
-	// An instance Secret whose operator certificate was issued eleven
-	// months ago.
+	// An instance Secret dbkeeper made, owned by the Database, whose
+	// operator certificate was issued eleven months ago.
 	now := time.Now()
 	random := rand.NewChaCha8([32]byte{7})
 	ca, err := pki.NewCA("test agent CA", 10*365*24*time.Hour, now, random)
@@ -265,7 +270,8 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	}
 	defaulted := fixture.Defaulted(db.DeepCopy())
 	inst := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: desired.InstanceSecretName(db), Labels: desired.Labels(defaulted, desired.ComponentInstance)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: desired.InstanceSecretName(db), Labels: desired.Labels(defaulted, desired.ComponentInstance),
+			OwnerReferences: controlledBy(db)},
 		Data: map[string][]byte{
 			desired.SecretKeySuperuserPassword:           []byte("superuser-password-of-the-test"),
 			desired.SecretKeyInstanceReplicationPassword: []byte("replication-password-of-the-test"),
@@ -278,9 +284,6 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.startManager(controller.Options{})
-	if err := f.client.Create(ctx, db); err != nil {
-		t.Fatal(err)
-	}
 	f.eventually("a new operator certificate", func() string {
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
 			return err.Error()
@@ -387,4 +390,10 @@ func cmpString(what, got, want string) string {
 		return fmt.Sprintf("%s %q, want %q", what, got, want)
 	}
 	return ""
+}
+
+// controlledBy is the controller owner reference dbkeeper gives every
+// child of db, created.
+func controlledBy(db *dbv1.Database) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(db, dbv1.GroupVersion.WithKind(dbv1.DatabaseKind))}
 }

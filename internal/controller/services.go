@@ -25,10 +25,14 @@ func (r *DatabaseReconciler) reconcileServices(ctx context.Context, s *scope) ch
 			Owned: func() (any, error) { return corev1ac.ExtractService(live, desired.FieldManager) },
 		}
 		res, err := r.findOrCreate(ctx, s, c)
-		if err == nil && res.Found && r.controlledByOther(s.db, live) == nil {
-			err = r.resolvePortConflicts(ctx, s, live, want)
-		}
 		if err == nil && res.Found {
+			// Not even the ports of a Service that is not the
+			// Database's are touched.
+			if res.blocked = r.ownershipProblem(s.db, live); res.blocked == nil {
+				err = r.resolvePortConflicts(ctx, s, live, want)
+			}
+		}
+		if err == nil && res.Found && res.blocked == nil {
 			res, err = r.update(ctx, s, c)
 		}
 		if err != nil {

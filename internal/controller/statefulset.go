@@ -41,7 +41,25 @@ func (r *DatabaseReconciler) reconcileStatefulSet(ctx context.Context, s *scope)
 		Key: client.ObjectKey{Namespace: s.db.Namespace, Name: *want.Name}, Live: live, Want: want,
 		Owned: func() (any, error) { return appsv1ac.ExtractStatefulSet(live, desired.FieldManager) },
 	}
+	if p := s.obs.ownershipBlocked(); p != nil {
+		// A name the pods need is taken by an object that is not the
+		// Database's: no pod is started for it. A StatefulSet that
+		// runs already is kept, and its pods' roles driven.
+		found, err := r.applier().Find(ctx, c.Key, live)
+		if err != nil || !found {
+			obs.err = err
+			return obs
+		}
+	}
 	res, err := r.findOrCreate(ctx, s, c)
+	if err == nil && res.Found {
+		// Whatever state it is in, a StatefulSet that is not the
+		// Database's is neither written nor observed.
+		if res.blocked = r.ownershipProblem(s.db, live); res.blocked != nil {
+			obs.blocked = firstProblem(missingClass, res.blocked)
+			return obs
+		}
+	}
 	if err == nil && res.Found && live.DeletionTimestamp != nil {
 		// Deleted, by the migration below or by someone else: nothing is
 		// written to it, and it is created again once it is gone. Its
@@ -109,7 +127,7 @@ func (r *DatabaseReconciler) recreateStatefulSet(ctx context.Context, s *scope, 
 func (r *DatabaseReconciler) claimTemplateSize(ctx context.Context, s *scope) (*resource.Quantity, error) {
 	live := &appsv1.StatefulSet{}
 	found, err := r.applier().Find(ctx, client.ObjectKey{Namespace: s.db.Namespace, Name: desired.StatefulSetName(s.spec)}, live)
-	if err != nil || !found {
+	if err != nil || !found || r.ownershipProblem(s.db, live) != nil {
 		return nil, err
 	}
 	for _, t := range live.Spec.VolumeClaimTemplates {

@@ -158,6 +158,22 @@ func TestConditions(t *testing.T) {
 			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
 			reason: dbv1.ReasonStorageClassNotFound, phase: dbv1.PhaseFailed, messageWants: `"fast"`,
 		},
+		{
+			name: "a Service of someone else's under a child's name stalls, naming it",
+			obs: observation{generation: 1, replicas: 1, services: childObservation{
+				blocked: &problem{dbv1.ReasonForeignObject, "Service orders already exists, with no owner, and dbkeeper did not create it for this Database"}}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonForeignObject, phase: dbv1.PhaseFailed, messageWants: "Service orders already exists, with no owner",
+		},
+		{
+			name: "a foreign TLS Secret is reported before a later child's problem",
+			obs: observation{generation: 1, replicas: 1, tls: tlsObservation{
+				blocked: &problem{dbv1.ReasonForeignObject, "Secret orders-ca already exists, with no owner"}},
+				statefulSet: statefulSetObservation{childObservation: childObservation{
+					blocked: &problem{dbv1.ReasonStorageClassNotFound, `StorageClass "fast" does not exist`}}}},
+			ready: metav1.ConditionFalse, stalled: metav1.ConditionTrue, reconciling: metav1.ConditionFalse,
+			reason: dbv1.ReasonForeignObject, phase: dbv1.PhaseFailed, messageWants: "Secret orders-ca",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,6 +212,51 @@ func TestStatefulSetConditionWhenAnEarlierChildFailed(t *testing.T) {
 			c := meta.FindStatusCondition(status.Conditions, dbv1.ConditionStatefulSetReady)
 			if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbv1.ReasonApplyFailed || !strings.Contains(c.Message, "not reconciled") {
 				t.Errorf("StatefulSetReady = %+v, want False, ApplyFailed, not reconciled", c)
+			}
+		})
+	}
+}
+
+func TestChildConditionsNameAnObjectThatIsNotTheDatabases(t *testing.T) {
+	// A child whose name someone else's object takes is not ready, and the
+	// children after a foreign Secret were not reconciled: no condition
+	// says they match the spec.
+	foreign := func(what string) *problem {
+		return &problem{dbv1.ReasonForeignObject, what + " already exists, with no owner"}
+	}
+	for name, tt := range map[string]struct {
+		obs  observation
+		want map[string]string
+	}{
+		"a foreign credentials Secret": {
+			obs: observation{generation: 1, replicas: 1, secret: childObservation{blocked: foreign("Secret orders-credentials")}},
+			want: map[string]string{
+				dbv1.ConditionCredentialsReady: "Secret orders-credentials already exists",
+				dbv1.ConditionServicesReady:    "not reconciled: Secret orders-credentials",
+				dbv1.ConditionStatefulSetReady: "not reconciled: Secret orders-credentials",
+			},
+		},
+		"a foreign Service": {
+			obs: observation{generation: 1, replicas: 1, services: childObservation{blocked: foreign("Service orders-ro")}},
+			want: map[string]string{
+				dbv1.ConditionServicesReady:    "Service orders-ro already exists",
+				dbv1.ConditionStatefulSetReady: "not reconciled: Service orders-ro",
+			},
+		},
+		"a foreign StatefulSet": {
+			obs: observation{generation: 1, replicas: 1, statefulSet: statefulSetObservation{childObservation: childObservation{blocked: foreign("StatefulSet orders")}}},
+			want: map[string]string{
+				dbv1.ConditionStatefulSetReady: "StatefulSet orders already exists",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status := computeStatus(dbv1.DatabaseStatus{}, tt.obs)
+			for conditionType, message := range tt.want {
+				c := meta.FindStatusCondition(status.Conditions, conditionType)
+				if c == nil || c.Status != metav1.ConditionFalse || c.Reason != dbv1.ReasonForeignObject || !strings.Contains(c.Message, message) {
+					t.Errorf("%s = %+v, want False, %s, %q", conditionType, c, dbv1.ReasonForeignObject, message)
+				}
 			}
 		})
 	}

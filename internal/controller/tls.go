@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,12 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller/apply"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
@@ -42,6 +43,10 @@ type tlsObservation struct {
 	// err is the error that stopped it, also in pending; the other
 	// children are reconciled all the same.
 	err error
+	// blocked is set when a Secret or the Certificate of the TLS is not
+	// the Database's (ownershipProblem): it was left as it is, and the
+	// reconcile stops there, since the pods would mount it.
+	blocked *problem
 }
 
 // reconcileTLS brings the server's TLS certificate to what the spec asks
@@ -61,6 +66,9 @@ func (r *DatabaseReconciler) reconcileTLS(ctx context.Context, s *scope) tlsObse
 	} else {
 		obs = r.reconcileManagedTLS(ctx, s)
 	}
+	if obs.blocked != nil {
+		obs.pending = obs.blocked.message
+	}
 	if obs.err != nil && obs.pending == "" {
 		obs.pending = obs.err.Error()
 	}
@@ -74,9 +82,9 @@ func (r *DatabaseReconciler) reconcileTLS(ctx context.Context, s *scope) tlsObse
 // certificate from it.
 func (r *DatabaseReconciler) reconcileManagedTLS(ctx context.Context, s *scope) tlsObservation {
 	now := r.now()
-	ca, err := r.reconcileCA(ctx, s, now)
-	if err != nil {
-		return tlsObservation{err: err}
+	ca, blocked, err := r.reconcileCA(ctx, s, now)
+	if err != nil || blocked != nil {
+		return tlsObservation{err: err, blocked: blocked}
 	}
 	key := client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.TLSSecretName(s.spec)}
 	live := &corev1.Secret{}
@@ -85,8 +93,9 @@ func (r *DatabaseReconciler) reconcileManagedTLS(ctx context.Context, s *scope) 
 		return tlsObservation{err: err}
 	}
 	if found {
-		if err := r.releaseFromCertManager(ctx, s, live); err != nil {
-			return tlsObservation{err: err}
+		// Before anything of it is read.
+		if blocked, err := r.releaseFromCertManager(ctx, s, live); err != nil || blocked != nil {
+			return tlsObservation{err: err, blocked: blocked}
 		}
 	}
 	server := pki.KeyPair{CertPEM: live.Data[desired.SecretKeyTLSCert], KeyPEM: live.Data[desired.SecretKeyTLSKey]}
@@ -97,8 +106,8 @@ func (r *DatabaseReconciler) reconcileManagedTLS(ctx context.Context, s *scope) 
 		}
 	}
 	want := desired.TLSSecret(s.spec, ca.CertPEM, server)
-	if err := r.applySecret(ctx, s, key, live, found, want); err != nil {
-		return tlsObservation{err: err}
+	if blocked, err := r.applySecret(ctx, s, key, live, found, want); err != nil || blocked != nil {
+		return tlsObservation{err: err, blocked: blocked}
 	}
 	return tlsObservation{ca: ca.CertPEM}
 }
@@ -128,41 +137,59 @@ const (
 	certManagerCertificate = "cert-manager.io/certificate-name"
 )
 
-// releaseFromCertManager takes the TLS Secret back from cert-manager when
+// releaseFromCertManager checks that the TLS Secret found is the
+// Database's (ownershipProblem), and takes it back from cert-manager when
 // spec.tls.issuerRef was removed: the Secret's annotations say which
-// Certificate writes it; that Certificate, when this Database controls
-// it, is deleted, so that cert-manager stops writing the Secret, and the
-// annotations are removed. The certificate cert-manager issued is not
-// signed by the Database's CA, so it is then issued again.
-func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scope, secret *corev1.Secret) error {
+// Certificate writes it. The Secret a Certificate this Database controls
+// writes is the Database's: it carries AnnotationAdopt with the
+// Database's UID from the Certificate's secretTemplate, or, written
+// before the Certificate asked for that, the Certificate's name. Such a
+// Secret gets the Database's controller owner reference and loses
+// cert-manager's annotations and AnnotationAdopt, in one write guarded by
+// its resourceVersion; only then is the Certificate deleted, so that
+// cert-manager stops writing the Secret (in that order, so that the Secret
+// is never left without an owner). The certificate cert-manager issued is
+// not signed by the Database's CA, so it is then issued again.
+func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scope, secret *corev1.Secret) (*problem, error) {
 	name := secret.Annotations[certManagerCertificate]
-	if name == "" {
-		return nil
-	}
-	cert := certificateObject()
-	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: secret.Namespace, Name: name}, cert); {
-	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
-	case err != nil:
-		return fmt.Errorf("reading Certificate %s: %w", name, err)
-	default:
-		if ref := metav1.GetControllerOf(cert); ref != nil && ref.UID == s.db.UID {
-			if err := r.Client.Delete(ctx, cert); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting Certificate %s: %w", name, err)
-			}
-			apply.CountWrite(desired.CertificateGVK.Kind, "delete")
-			s.wrote("Deleted", desired.CertificateGVK, name, fmt.Sprintf("deleted Certificate %s: spec.tls names no issuer", name))
+	var cert *unstructured.Unstructured
+	if name != "" {
+		cert = certificateObject()
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: secret.Namespace, Name: name}, cert); {
+		case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+			cert = nil
+		case err != nil:
+			return nil, fmt.Errorf("reading Certificate %s: %w", name, err)
+		case !metav1.IsControlledBy(cert, s.db):
+			cert = nil
 		}
 	}
-	patch := client.MergeFrom(secret.DeepCopy())
+	if p := r.ownershipProblem(s.db, secret); p != nil && (cert == nil || p.reason == dbv1.ReasonControlledByOther) {
+		return p, nil
+	}
+	if name == "" {
+		return nil, nil
+	}
+	patch := client.MergeFromWithOptions(secret.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	for k := range secret.Annotations {
-		if strings.HasPrefix(k, certManagerAnnotations) {
+		if strings.HasPrefix(k, certManagerAnnotations) || k == dbv1.AnnotationAdopt {
 			delete(secret.Annotations, k)
 		}
 	}
-	if err := r.Client.Patch(ctx, secret, patch); err != nil {
-		return fmt.Errorf("removing cert-manager's annotations from Secret %s: %w", secret.Name, err)
+	if !metav1.IsControlledBy(secret, s.db) {
+		secret.OwnerReferences = append(secret.OwnerReferences, *metav1.NewControllerRef(s.db, dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)))
 	}
-	return nil
+	if err := r.Client.Patch(ctx, secret, patch); err != nil {
+		return nil, fmt.Errorf("taking Secret %s back from cert-manager: %w", secret.Name, err)
+	}
+	if cert != nil {
+		if err := r.Client.Delete(ctx, cert, client.Preconditions{UID: ptr.To(cert.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("deleting Certificate %s: %w", name, err)
+		}
+		apply.CountWrite(desired.CertificateGVK.Kind, "delete")
+		s.wrote("Deleted", desired.CertificateGVK, name, fmt.Sprintf("deleted Certificate %s: spec.tls names no issuer", name))
+	}
+	return nil, nil
 }
 
 // reconcileCA returns the Database's TLS CA from the Secret <name>-ca,
@@ -170,34 +197,39 @@ func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scop
 // clients then need the new ca.crt from the credentials Secret. A CA is
 // created with a plain create, which the API server refuses when the name
 // is taken: a CA out of the cache's sight (its labels edited) is read and
-// kept, never replaced by a race.
-func (r *DatabaseReconciler) reconcileCA(ctx context.Context, s *scope, now time.Time) (pki.KeyPair, error) {
+// kept, never replaced by a race. A Secret of the name that is not the
+// Database's (ownershipProblem) is left as it is, its key never used.
+func (r *DatabaseReconciler) reconcileCA(ctx context.Context, s *scope, now time.Time) (pki.KeyPair, *problem, error) {
 	key := client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.CASecretName(s.spec)}
 	live := &corev1.Secret{}
 	found, err := r.applier().Find(ctx, key, live)
 	if err != nil {
-		return pki.KeyPair{}, err
+		return pki.KeyPair{}, nil, err
 	}
 	if !found {
 		ca, err := r.newCA(ctx, s, key, "the Secret does not exist", now)
 		if err != nil {
-			return pki.KeyPair{}, err
+			return pki.KeyPair{}, nil, err
 		}
 		created, err := r.createSecretObject(ctx, s, key, desired.CASecret(s.spec, ca))
 		if err != nil || created {
-			return ca, err
+			return ca, nil, err
 		}
 		if ok, err := r.applier().GetLive(ctx, key, live); err != nil || !ok {
-			return pki.KeyPair{}, fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
+			return pki.KeyPair{}, nil, fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
 		}
+	}
+	if p := r.ownershipProblem(s.db, live); p != nil {
+		return pki.KeyPair{}, p, nil
 	}
 	ca := pki.KeyPair{CertPEM: live.Data[desired.SecretKeyCA], KeyPEM: live.Data[desired.SecretKeyCAKey]}
 	if why := pki.CheckCA(ca, desired.TLSServerValidity, now); why != "" {
 		if ca, err = r.newCA(ctx, s, key, why, now); err != nil {
-			return pki.KeyPair{}, err
+			return pki.KeyPair{}, nil, err
 		}
 	}
-	return ca, r.applySecret(ctx, s, key, live, true, desired.CASecret(s.spec, ca))
+	blocked, err := r.applySecret(ctx, s, key, live, true, desired.CASecret(s.spec, ca))
+	return ca, blocked, err
 }
 
 // newCA makes a new TLS CA for the Database, saying why.
@@ -212,23 +244,21 @@ func (r *DatabaseReconciler) newCA(ctx context.Context, s *scope, key client.Obj
 
 // applySecret creates a Secret the cache did not find (createSecretObject;
 // one out of the cache's sight is read and updated), and updates a found
-// one when the fields dbkeeper sets differ.
-func (r *DatabaseReconciler) applySecret(ctx context.Context, s *scope, key client.ObjectKey, live *corev1.Secret, found bool, want *corev1ac.SecretApplyConfiguration) error {
+// one when the fields dbkeeper sets differ. It reports the problem of a
+// Secret that is not the Database's, which it leaves as it is.
+func (r *DatabaseReconciler) applySecret(ctx context.Context, s *scope, key client.ObjectKey, live *corev1.Secret, found bool, want *corev1ac.SecretApplyConfiguration) (*problem, error) {
 	if !found {
 		created, err := r.createSecretObject(ctx, s, key, want)
 		if err != nil || created {
-			return err
+			return nil, err
 		}
 		if ok, err := r.applier().GetLive(ctx, key, live); err != nil || !ok {
-			return fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
+			return nil, fmt.Errorf("creating Secret %s: it exists, and could not be read: %w", key.Name, err)
 		}
 	}
 	c := apply.Child{Key: key, Live: live, Want: want, Owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
-	if err == nil && res.blocked != nil {
-		err = errors.New(res.blocked.message)
-	}
-	return err
+	return res.blocked, err
 }
 
 // reconcileCertificate applies the cert-manager Certificate and reads the
@@ -254,10 +284,22 @@ func (r *DatabaseReconciler) reconcileCertificate(ctx context.Context, s *scope)
 	case err != nil:
 		return tlsObservation{err: fmt.Errorf("reading Certificate %s: %w", key.Name, err)}
 	}
-	if p := r.controlledByOther(s.db, live); found && p != nil {
-		return tlsObservation{err: errors.New(p.message)}
+	if found {
+		if p := r.ownershipProblem(s.db, live); p != nil {
+			return tlsObservation{blocked: p}
+		}
+	} else if p, err := r.tlsSecretTaken(ctx, s); err != nil || p != nil {
+		// cert-manager would write its certificate over it.
+		return tlsObservation{err: err, blocked: p}
 	}
 	if changes := desired.Changes(want.Object, certificateHeld(want, live, found)); len(changes) > 0 {
+		// Created only where none exists, updated only where it is
+		// the one read.
+		pre := apply.CreateOnly
+		if found {
+			pre = apply.UpdateOnly(live)
+		}
+		pre(want.Object["metadata"].(map[string]any))
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(want), client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
 			return tlsObservation{err: fmt.Errorf("applying Certificate %s: %w", key.Name, err)}
 		}
@@ -283,6 +325,20 @@ func (r *DatabaseReconciler) reconcileCertificate(ctx context.Context, s *scope)
 			secretKey.Name, desired.SecretKeyCA)}
 	}
 	return tlsObservation{ca: secret.Data[desired.SecretKeyCA]}
+}
+
+// tlsSecretTaken reports the problem of a Secret named like the TLS Secret
+// that is not the Database's, read from the API server, before the
+// Certificate that would have cert-manager write into it is made. The
+// Secret a Certificate of this Database wrote before is the Database's:
+// its secretTemplate gives it AnnotationAdopt.
+func (r *DatabaseReconciler) tlsSecretTaken(ctx context.Context, s *scope) (*problem, error) {
+	secret := &corev1.Secret{}
+	found, err := r.applier().GetLive(ctx, client.ObjectKey{Namespace: s.spec.Namespace, Name: desired.TLSSecretName(s.spec)}, secret)
+	if err != nil || !found {
+		return nil, err
+	}
+	return r.ownershipProblem(s.db, secret), nil
 }
 
 // certificateHeld returns what live holds of the fields want sets, in

@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -346,11 +348,19 @@ func TestIssuerTLS(t *testing.T) {
 			}
 			return ""
 		})
-		pod := &sts.Spec.Template.Spec
-		pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == desired.VolumeTLS })
-		c := &pod.Containers[0]
-		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == desired.VolumeTLS })
-		if err := f.client.Update(ctx, sts); err != nil {
+		// The controller may be writing the new StatefulSet's partition
+		// meanwhile: edit the StatefulSet as last read.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := f.client.Get(ctx, key, sts); err != nil {
+				return err
+			}
+			pod := &sts.Spec.Template.Spec
+			pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == desired.VolumeTLS })
+			c := &pod.Containers[0]
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == desired.VolumeTLS })
+			return f.client.Update(ctx, sts)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("the TLS volume back, held by the partition", func() string {
@@ -447,4 +457,117 @@ func TestIssuerTLS(t *testing.T) {
 func get(f *env, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
 	return s, f.client.Get(context.Background(), client.ObjectKey{Namespace: f.namespace, Name: name}, s)
+}
+
+// TestCertManagerNeverWritesOverAForeignSecret: with spec.tls.issuerRef, a
+// Certificate of the Database's name that someone else made is not taken
+// over, and no Certificate is made while a Secret of someone else's has
+// the name it would have cert-manager write into (cert-manager would
+// replace that Secret's certificate and key). A Certificate the Database
+// made and a user deleted is made again over the Secret it wrote.
+func TestCertManagerNeverWritesOverAForeignSecret(t *testing.T) {
+	f := newEnv(t, "certforeign")
+	ns := f.namespace
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if f.client.Get(ctx, client.ObjectKey{Name: "certificates.cert-manager.io"}, crd) != nil {
+		if _, err := envtest.InstallCRDs(f.cfg, envtest.CRDInstallOptions{Paths: []string{certificateCRD(t)}, ErrorIfPathMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.startManager(controller.Options{})
+	certificate := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(desired.CertificateGVK)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	foreign := certificate("cert")
+	foreign.Object["spec"] = map[string]any{"secretName": "elsewhere", "dnsNames": []any{"example.com"}, "issuerRef": map[string]any{"name": "theirs"}}
+	secret := foreignSecret(ns, "secret-tls")
+	for _, o := range []client.Object{foreign, secret} {
+		if err := f.client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"cert", "secret", "again"} {
+		if err := f.client.Create(ctx, fixture.Database(name, fixture.WithNamespace(ns), fixture.WithReplicas(1), fixture.WithIssuer("ClusterIssuer", "corp"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stalled := func(t *testing.T, name, message string) {
+		t.Helper()
+		testenv.Eventually(t, waitTimeout, name+" Stalled", func() string {
+			c := meta.FindStatusCondition(f.database(client.ObjectKey{Namespace: ns, Name: name}).Status.Conditions, dbv1.ConditionStalled)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != dbv1.ReasonForeignObject || !strings.Contains(c.Message, message) {
+				return fmt.Sprintf("Stalled %+v", c)
+			}
+			return ""
+		})
+	}
+
+	t.Run("someone else's Certificate of the name is left as it is", func(t *testing.T) {
+		stalled(t, "cert", "Certificate cert already exists, with no owner")
+		live := certificate("cert")
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+			t.Fatal(err)
+		}
+		if live.GetResourceVersion() != foreign.GetResourceVersion() || len(live.GetOwnerReferences()) > 0 {
+			t.Errorf("Certificate cert was changed: %+v", live.Object["metadata"])
+		}
+	})
+	t.Run("no Certificate is made to write over someone else's Secret", func(t *testing.T) {
+		stalled(t, "secret", "Secret secret-tls already exists, with no owner")
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(certificate("secret")), certificate("secret")); !apierrors.IsNotFound(err) {
+			t.Errorf("Certificate secret: %v, want none", err)
+		}
+		live := &corev1.Secret{}
+		if err := f.client.Get(ctx, client.ObjectKeyFromObject(secret), live); err != nil || live.ResourceVersion != secret.ResourceVersion {
+			t.Errorf("Secret secret-tls was changed (%v): %+v", err, live.ObjectMeta)
+		}
+	})
+	t.Run("a Certificate deleted by a user is made again over the Secret it wrote", func(t *testing.T) {
+		cert := certificate("again")
+		f.eventually("the Certificate", func() string {
+			if err := f.client.Get(ctx, client.ObjectKeyFromObject(cert), cert); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		// As cert-manager writes it: secretTemplate's labels and
+		// annotations, no owner.
+		template, _, _ := unstructured.NestedMap(cert.Object, "spec", "secretTemplate")
+		written := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "again-tls",
+			Labels: map[string]string{}, Annotations: map[string]string{"cert-manager.io/certificate-name": "again"}}}
+		labels, _ := template["labels"].(map[string]any)
+		annotations, _ := template["annotations"].(map[string]any)
+		for k, v := range labels {
+			written.Labels[k], _ = v.(string)
+		}
+		for k, v := range annotations {
+			written.Annotations[k], _ = v.(string)
+		}
+		if err := f.client.Create(ctx, written); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.client.Delete(ctx, cert); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, waitTimeout, "the Certificate made again", func() string {
+			again := certificate("again")
+			if err := f.client.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
+				return err.Error()
+			}
+			if again.GetUID() == cert.GetUID() {
+				return "not deleted yet"
+			}
+			return ""
+		})
+		if c := meta.FindStatusCondition(f.database(client.ObjectKey{Namespace: ns, Name: "again"}).Status.Conditions, dbv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("Stalled %+v", c)
+		}
+	})
 }

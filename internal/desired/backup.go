@@ -119,6 +119,12 @@ func backupSidecar(db *dbv1.Database, info catalog.EngineInfo, opts Options) *co
 		if store.CASecret != nil {
 			vars = append(vars, value("AWS_CA_BUNDLE", backupCADir+"/"+backupCAFile))
 		}
+		if b.Encryption != "" {
+			vars = append(vars, value(archiver.EnvEncryption, string(b.Encryption)))
+		}
+		if b.KMSKeyID != "" {
+			vars = append(vars, value(archiver.EnvKMSKeyID, b.KMSKeyID))
+		}
 	}
 	if src := opts.Recovery; src != nil && src.ObjectStore != nil {
 		// The recovery source's store, with its own credentials and CA:

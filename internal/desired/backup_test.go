@@ -60,6 +60,26 @@ func TestStatefulSetBackupSidecar(t *testing.T) {
 		}
 	})
 
+	t.Run("passes server-side encryption on, only when spec.backup asks for it", func(t *testing.T) {
+		env := func(c corev1.Container) map[string]string {
+			m := map[string]string{}
+			for _, e := range c.Env {
+				m[e.Name] = e.Value
+			}
+			return m
+		}
+		if got := env(c); got["DBKEEPER_BACKUP_ENCRYPTION"] != "" || got["DBKEEPER_BACKUP_KMS_KEY_ID"] != "" {
+			t.Errorf("encryption set without spec.backup.encryption (a Database's pods would restart for nothing): %v", got)
+		}
+		kms := newDatabase(dbv1.EnginePostgres, fixture.WithBackup(func(b *dbv1.BackupConfiguration) {
+			b.Encryption, b.KMSKeyID = dbv1.ServerSideEncryptionKMS, "alias/dbkeeper"
+		}))
+		got := env(statefulSet(t, kms).Spec.Template.Spec.InitContainers[1])
+		if got["DBKEEPER_BACKUP_ENCRYPTION"] != "aws:kms" || got["DBKEEPER_BACKUP_KMS_KEY_ID"] != "alias/dbkeeper" {
+			t.Errorf("sidecar env = %v, want DBKEEPER_BACKUP_ENCRYPTION aws:kms and DBKEEPER_BACKUP_KMS_KEY_ID alias/dbkeeper", got)
+		}
+	})
+
 	t.Run("mounts the data volume at the server's path, the socket directory, the agent and the CA", func(t *testing.T) {
 		want := []corev1.VolumeMount{
 			{Name: "data", MountPath: "/var/lib/postgresql/data"},

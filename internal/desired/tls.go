@@ -110,8 +110,11 @@ func TLSSecret(db *dbv1.Database, caPEM []byte, server pki.KeyPair) *corev1ac.Se
 // TLSSecretName: TLSDNSNames, usage server auth, an ECDSA P-256 key made
 // anew at every renewal. The Secret carries the Database's labels
 // (secretTemplate), so that the operator's cache, which holds only
-// labelled Secrets, sees it. It is unstructured: dbkeeper does not depend
-// on cert-manager's module.
+// labelled Secrets, sees it, and dbv1.AnnotationAdopt with the Database's
+// UID, since it has no owner reference: it is the Database's to take
+// back when spec.tls.issuerRef goes, and a Certificate made again writes
+// into it. It is unstructured: dbkeeper does not depend on cert-manager's
+// module.
 func Certificate(db *dbv1.Database) *unstructured.Unstructured {
 	ref := db.Spec.TLS.IssuerRef
 	labels := map[string]any{}
@@ -139,13 +142,16 @@ func Certificate(db *dbv1.Database) *unstructured.Unstructured {
 			}},
 		},
 		"spec": map[string]any{
-			"secretName":     TLSSecretName(db),
-			"secretTemplate": map[string]any{"labels": copyMap(labels)},
-			"commonName":     ClientServiceName(db),
-			"dnsNames":       names,
-			"usages":         []any{"server auth", "digital signature"},
-			"privateKey":     map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
-			"issuerRef":      map[string]any{"name": ref.Name, "kind": ref.Kind, "group": ref.Group},
+			"secretName": TLSSecretName(db),
+			"secretTemplate": map[string]any{
+				"labels":      copyMap(labels),
+				"annotations": map[string]any{dbv1.AnnotationAdopt: string(db.UID)},
+			},
+			"commonName": ClientServiceName(db),
+			"dnsNames":   names,
+			"usages":     []any{"server auth", "digital signature"},
+			"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
+			"issuerRef":  map[string]any{"name": ref.Name, "kind": ref.Kind, "group": ref.Group},
 		},
 	}}
 	u.SetGroupVersionKind(CertificateGVK)

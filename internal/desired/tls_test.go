@@ -112,7 +112,8 @@ func TestCertificate(t *testing.T) {
 	var spec struct {
 		SecretName     string `json:"secretName"`
 		SecretTemplate struct {
-			Labels map[string]string `json:"labels"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"secretTemplate"`
 		DNSNames  []string          `json:"dnsNames"`
 		Usages    []string          `json:"usages"`
@@ -132,6 +133,9 @@ func TestCertificate(t *testing.T) {
 		if spec.SecretTemplate.Labels[k] != v {
 			t.Errorf("secretTemplate label %s = %q, want %q: the operator's cache would not see the Secret", k, spec.SecretTemplate.Labels[k], v)
 		}
+	}
+	if got := spec.SecretTemplate.Annotations[dbv1.AnnotationAdopt]; got != string(db.UID) || got == "" {
+		t.Errorf("secretTemplate annotation %s = %q, want the Database's UID %q: the Secret cert-manager writes would not be the Database's", dbv1.AnnotationAdopt, got, db.UID)
 	}
 	if !slices.Equal(spec.DNSNames, TLSDNSNames(db)) {
 		t.Errorf("dnsNames = %q", spec.DNSNames)

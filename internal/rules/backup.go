@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -27,13 +26,6 @@ const (
 	// cert-manager writes a CA's certificate to.
 	DefaultCAKey = "ca.crt"
 )
-
-// ArchiveParameters are the postgres settings dbkeeper sets while
-// spec.backup is set: the archiving hand-off to the backup sidecar.
-// restore_command is one too, but dbkeeper owns it always, for
-// replication; archive_timeout is not: dbkeeper sets a default the user
-// may override.
-var ArchiveParameters = []string{"archive_command", "archive_library", "archive_mode"}
 
 var (
 	// bucketRE is an S3 bucket name (the CRD's pattern).
@@ -140,7 +132,87 @@ func validateBackup(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *f
 	case !slices.Contains(walCompressions, b.WALCompression):
 		*errs = append(*errs, field.NotSupported(path, b.WALCompression, walCompressions))
 	}
+	if b.Encryption != "" && !slices.Contains(encryptions, b.Encryption) {
+		*errs = append(*errs, field.NotSupported(backupPath.Child("encryption"), b.Encryption, encryptions))
+	}
+	if b.KMSKeyID != "" {
+		p := backupPath.Child("kmsKeyID")
+		switch {
+		case b.Encryption != dbv1.ServerSideEncryptionKMS:
+			*errs = append(*errs, field.Forbidden(p, "is the key of aws:kms encryption: set encryption to aws:kms, or remove kmsKeyID"))
+		case len(b.KMSKeyID) > 2048:
+			*errs = append(*errs, field.TooLong(p, b.KMSKeyID, 2048))
+		case !kmsKeyRE.MatchString(b.KMSKeyID):
+			*errs = append(*errs, field.Invalid(p, b.KMSKeyID, "must be an AWS KMS key id, key ARN, alias (alias/NAME) or alias ARN"))
+		}
+	}
 }
+
+// encryptions are the supported values of spec.backup.encryption.
+var encryptions = []dbv1.ServerSideEncryption{dbv1.ServerSideEncryptionAES256, dbv1.ServerSideEncryptionKMS}
+
+// kmsKeyRE is an AWS KMS key id, key ARN, alias or alias ARN.
+var kmsKeyRE = regexp.MustCompile(`^[A-Za-z0-9:/_.-]+$`)
+
+// validateStoreNamespaces confines a Database's object stores to its
+// namespace's directory, <namespace> or below, unless
+// r.AllowCrossNamespaceBackups: tenants may share a store and its
+// credentials, and a path of another namespace would let one restore,
+// overwrite or prune another's backups. The directory barman-cloud uses is
+// <path>/<server name>, and every Database's path lies under its own
+// namespace, so no two namespaces meet in a store.
+//
+// spec.backup.objectStore.path is checked on create, and on update when the
+// store's location (endpoint, bucket, path) changes: a Database an earlier
+// release admitted keeps archiving where it does, with a warning, so that
+// its archive stays where its restores look for it.
+// spec.bootstrap.recovery.source.objectStore.path is checked on create (the
+// bootstrap is immutable). A source given as a Database of the namespace
+// reads that Database's store, which was admitted with it.
+func (r Rules) validateStoreNamespaces(oldDB, db *dbv1.Database) (warnings []string, errs field.ErrorList) {
+	ns := db.Namespace
+	if r.AllowCrossNamespaceBackups || ns == "" {
+		return nil, nil
+	}
+	if b := db.Spec.Backup; b != nil && !inNamespace(b.ObjectStore.Path, ns) {
+		p := backupPath.Child("objectStore", "path")
+		if oldDB != nil && oldDB.Spec.Backup != nil && sameLocation(&oldDB.Spec.Backup.ObjectStore, &b.ObjectStore) {
+			warnings = append(warnings, fmt.Sprintf(
+				"%s %q lies outside namespace %s: kept, as an earlier release admitted it, but another namespace's Databases could reach this archive and it theirs; move the archive under %s/ (a new path, with a new base backup)",
+				p, b.ObjectStore.Path, ns, ns))
+		} else {
+			errs = append(errs, field.Invalid(p, b.ObjectStore.Path, outsideNamespace(ns, "reads and writes only")))
+		}
+	}
+	if oldDB == nil {
+		if bs := db.Spec.Bootstrap; bs != nil && bs.Recovery != nil && bs.Recovery.Source.ObjectStore != nil {
+			if path := bs.Recovery.Source.ObjectStore.Path; !inNamespace(path, ns) {
+				errs = append(errs, field.Invalid(bootstrapPath.Child("recovery", "source", "objectStore", "path"), path,
+					outsideNamespace(ns, "restores only from")))
+			}
+		}
+	}
+	return warnings, errs
+}
+
+// outsideNamespace is the error of a store path outside namespace ns.
+func outsideNamespace(ns, does string) string {
+	return fmt.Sprintf("must be the Database's namespace %q or lie under it (%s/…): a Database %s its own namespace's directory of a store, "+
+		"which the Databases of other namespaces may share with their credentials; the operator allows other paths only when started with --allow-cross-namespace-backups",
+		ns, ns, does)
+}
+
+// inNamespace reports whether a store path is namespace ns's directory or
+// lies under it.
+func inNamespace(path, ns string) bool {
+	p := strings.Trim(path, "/")
+	return p == ns || strings.HasPrefix(p, ns+"/")
+}
+
+// StoreInNamespace reports whether a store lies in namespace ns's
+// directory, as admission requires of a Database's stores unless the
+// operator allows more (Rules.AllowCrossNamespaceBackups).
+func StoreInNamespace(s *dbv1.ObjectStore, ns string) bool { return inNamespace(s.Path, ns) }
 
 // validateObjectStore checks an object store at path.
 func validateObjectStore(path *field.Path, s *dbv1.ObjectStore, errs *field.ErrorList) {
@@ -204,23 +276,6 @@ func validateSecretName(path *field.Path, name, required string, errs *field.Err
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(name) {
 		*errs = append(*errs, field.Invalid(path, name, msg))
-	}
-}
-
-// validateArchiveParameters refuses, while spec.backup is set, the
-// postgres settings of the archiving hand-off (ArchiveParameters).
-func validateArchiveParameters(engine *catalog.EngineInfo, spec *dbv1.DatabaseSpec, errs *field.ErrorList) {
-	if spec.Backup == nil || engine == nil || engine.Name != dbv1.EnginePostgres {
-		return
-	}
-	for _, key := range slices.Sorted(maps.Keys(spec.Parameters)) {
-		setting := normalizeParameter(key)
-		for _, owned := range ArchiveParameters {
-			if setting == owned {
-				*errs = append(*errs, field.Forbidden(parametersPath.Key(key), fmt.Sprintf(
-					"%s is set by dbkeeper while spec.backup is set: WAL is archived through the backup sidecar", key)))
-			}
-		}
 	}
 }
 

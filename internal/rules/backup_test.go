@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/utils/ptr"
@@ -68,7 +69,6 @@ func TestValidateBackupAccepts(t *testing.T) {
 		})),
 		"an endpoint with a trailing slash":    defaulted(fixture.WithBackup(func(b *dbv1.BackupConfiguration) { b.ObjectStore.Endpoint = "https://s3.example.com/" })),
 		"archive_timeout among the parameters": defaulted(fixture.WithBackup(), fixture.WithParameter("archive_timeout", "1min")),
-		"archive_command without spec.backup":  valid(fixture.WithParameter("archive_command", "/bin/true")),
 		"a recovery from a Database to latest": valid(fixture.WithRecoveryFrom("orders-old")),
 		"a recovery to a time":                 valid(fixture.WithRecoveryFrom("orders-old"), fixture.WithRecoveryTarget("2026-01-15T11:59:00Z", "")),
 		"a recovery to an LSN":                 valid(fixture.WithRecoveryFrom("orders-old"), fixture.WithRecoveryTarget("", "0/7000028")),
@@ -168,7 +168,7 @@ func TestValidateBackupRefuses(t *testing.T) {
 			name:   "archive_mode while spec.backup is set",
 			db:     defaulted(fixture.WithBackup(), fixture.WithParameter("archive_mode", "off"), fixture.WithParameter("archive_command", "cp %p /x")),
 			want:   []fieldError{forbidden("spec.parameters[archive_command]"), forbidden("spec.parameters[archive_mode]")},
-			detail: "archive_mode is set by dbkeeper while spec.backup is set: WAL is archived through the backup sidecar",
+			detail: "is owned by dbkeeper for WAL archiving",
 		},
 		{
 			name: "a recovery of mysql",
@@ -304,5 +304,113 @@ func TestRetentionDays(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("RetentionDays(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestStoreConfinedToNamespace: a Database reads and writes only its own
+// namespace's directory of an object store, <namespace> or below, unless
+// the operator allows more; a path an earlier release admitted is kept.
+func TestStoreConfinedToNamespace(t *testing.T) {
+	withPath := func(path string) fixture.Option {
+		return fixture.WithBackup(func(b *dbv1.BackupConfiguration) { b.ObjectStore.Path = path })
+	}
+	allowing := fixture.Rules
+	allowing.AllowCrossNamespaceBackups = true
+	creates := []struct {
+		name  string
+		rules rules.Rules
+		db    *dbv1.Database
+		want  []fieldError
+	}{
+		{name: "the default path, the namespace", db: defaulted(fixture.WithBackup())},
+		{name: "the namespace written out", db: defaulted(withPath("shop"))},
+		{name: "a directory under the namespace", db: defaulted(withPath("shop/eu/2026"))},
+		{name: "another namespace's directory", db: defaulted(withPath("bank")), want: []fieldError{invalidAt("spec.backup.objectStore.path")}},
+		{name: "a directory under another namespace's", db: defaulted(withPath("bank/orders")), want: []fieldError{invalidAt("spec.backup.objectStore.path")}},
+		{name: "a name that begins with the namespace's", db: defaulted(withPath("shop-eu")), want: []fieldError{invalidAt("spec.backup.objectStore.path")}},
+		{name: "a prefix above the namespace", db: defaulted(withPath("prod/shop")), want: []fieldError{invalidAt("spec.backup.objectStore.path")}},
+		{name: "a recovery from the namespace's directory", db: defaulted(fixture.WithRecoveryFromStore("shop", "orders-old"))},
+		{name: "a recovery from below it", db: defaulted(fixture.WithRecoveryFromStore("shop/2025", "orders-old"))},
+		{name: "a recovery from a source Database of the namespace", db: defaulted(fixture.WithRecoveryFrom("orders-old"))},
+		{
+			name: "a recovery from another namespace's directory", db: defaulted(fixture.WithRecoveryFromStore("bank", "ledger")),
+			want: []fieldError{invalidAt("spec.bootstrap.recovery.source.objectStore.path")},
+		},
+		{
+			name: "a recovery from the bucket's root", db: defaulted(fixture.WithRecoveryFromStore("", "ledger")),
+			want: []fieldError{invalidAt("spec.bootstrap.recovery.source.objectStore.path")},
+		},
+		{
+			name: "both, reported in the order of the fields",
+			db:   defaulted(withPath("bank"), fixture.WithRecoveryFromStore("bank", "ledger"), fixture.WithReplicas(10)),
+			want: []fieldError{invalidAt("spec.replicas"), invalidAt("spec.backup.objectStore.path"), invalidAt("spec.bootstrap.recovery.source.objectStore.path")},
+		},
+		{name: "another namespace's directory, allowed by the operator", rules: allowing, db: defaulted(withPath("bank"), fixture.WithRecoveryFromStore("bank", "ledger"))},
+	}
+	for _, tt := range creates {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.rules
+			if r.Clock == nil {
+				r = testRules
+			}
+			_, errs := r.ValidateCreate(tt.db)
+			assertErrors(t, errs, tt.want...)
+			if len(tt.want) > 0 {
+				assertDetail(t, errs, tt.want[len(tt.want)-1].Field, `namespace "shop" or lie under it (shop/…)`, "--allow-cross-namespace-backups")
+			}
+		})
+	}
+
+	t.Run("a path an earlier release admitted is kept, with a warning", func(t *testing.T) {
+		old := defaulted(withPath("bank"))
+		warnings, errs := testRules.ValidateUpdate(old, fixture.With(old, fixture.WithReplicas(3)))
+		assertErrors(t, errs)
+		if !slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.Contains(w, `spec.backup.objectStore.path "bank" lies outside namespace shop: kept`)
+		}) {
+			t.Errorf("warnings = %q, want one about the path outside the namespace", warnings)
+		}
+	})
+	updates := []struct {
+		name     string
+		old, new *dbv1.Database
+	}{
+		{"moving the store into another namespace's directory", defaulted(fixture.WithBackup()), defaulted(withPath("bank"))},
+		{"adding spec.backup with another namespace's directory", defaulted(), defaulted(withPath("bank"))},
+		{"moving a kept path to another bucket", defaulted(withPath("bank")), defaulted(withPath("bank"), fixture.WithBackup(func(b *dbv1.BackupConfiguration) {
+			b.ObjectStore.Path, b.ObjectStore.Bucket = "bank", "other-bucket"
+		}))},
+	}
+	for _, tt := range updates {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			_, errs := testRules.ValidateUpdate(tt.old, tt.new)
+			assertErrors(t, errs, invalidAt("spec.backup.objectStore.path"))
+		})
+	}
+}
+
+// TestValidateBackupEncryption: spec.backup.encryption is AES256 or
+// aws:kms, and kmsKeyID goes with aws:kms only.
+func TestValidateBackupEncryption(t *testing.T) {
+	enc := func(e dbv1.ServerSideEncryption, key string) fixture.Option {
+		return fixture.WithBackup(func(b *dbv1.BackupConfiguration) { b.Encryption, b.KMSKeyID = e, key })
+	}
+	tests := []struct {
+		name string
+		db   *dbv1.Database
+		want []fieldError
+	}{
+		{name: "AES256", db: defaulted(enc(dbv1.ServerSideEncryptionAES256, ""))},
+		{name: "aws:kms with the AWS managed key", db: defaulted(enc(dbv1.ServerSideEncryptionKMS, ""))},
+		{name: "aws:kms with a key ARN", db: defaulted(enc(dbv1.ServerSideEncryptionKMS, "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"))},
+		{name: "aws:kms with an alias", db: defaulted(enc(dbv1.ServerSideEncryptionKMS, "alias/dbkeeper"))},
+		{name: "an encryption S3 does not know", db: defaulted(enc("aws:kms:dsse", "")), want: []fieldError{notSupported("spec.backup.encryption")}},
+		{name: "a key without aws:kms", db: defaulted(enc(dbv1.ServerSideEncryptionAES256, "alias/dbkeeper")), want: []fieldError{forbidden("spec.backup.kmsKeyID")}},
+		{name: "a key with spaces", db: defaulted(enc(dbv1.ServerSideEncryptionKMS, "alias/a b")), want: []fieldError{invalidAt("spec.backup.kmsKeyID")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assertErrors(t, testRules.Validate(tt.db), tt.want...)
+		})
 	}
 }

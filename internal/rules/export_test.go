@@ -9,4 +9,6 @@ var (
 	ReportOrder          = reportOrder
 	AppendRestartWarning = appendRestartWarning
 	WarnSingleReplica    = warnSingleReplica
+	RefusedParameter     = refusedParameter
+	ParameterValueRules  = parameterValueRules
 )

@@ -18,6 +18,13 @@ type Rules struct {
 	ImageRegistry string
 	// Clock tells the time for end-of-life warnings; nil means the real clock.
 	Clock clock.PassiveClock
+	// AllowCrossNamespaceBackups lets a Database's object store path, and
+	// its recovery source's, lie outside the Database's namespace (the
+	// manager's --allow-cross-namespace-backups). Without it a Database
+	// reads and writes only <namespace> and below in any store, so that
+	// tenants sharing a store and its credentials cannot reach each
+	// other's backups.
+	AllowCrossNamespaceBackups bool
 }
 
 // registry returns the image registry without a trailing slash.

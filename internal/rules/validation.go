@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -32,8 +33,12 @@ const (
 
 // Validate returns the errors of a Database on its own: its name and its
 // spec, as they would be stored. It expects a defaulted Database: fields left
-// empty are reported as required. The reconciler's guard runs it, through
-// ValidateCreate, on a defaulted copy of every Database.
+// empty are reported as required. The reconciler's guard runs it on a
+// defaulted copy of every Database. What only admission checks, since it
+// depends on the Database's history, is in ValidateCreate and
+// ValidateUpdate: an object store outside the namespace
+// (validateStoreNamespaces), which a Database stored by an earlier release
+// may keep.
 func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	errs := validateName(&db.ObjectMeta)
 	spec := &db.Spec
@@ -52,7 +57,6 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 	validateIdentifier(usernamePath, spec.Username, engine, usernameRules, &errs)
 	validateParameters(engine, spec.Parameters, &errs)
 	validateSynchronousCommit(engine, spec, &errs)
-	validateArchiveParameters(engine, spec, &errs)
 	validateWALKeep(engine, spec, &errs)
 	validateDeletionPolicy(spec, &errs)
 	validateNetworkPolicy(spec, &errs)
@@ -71,7 +75,25 @@ func (r Rules) Validate(db *dbv1.Database) field.ErrorList {
 // admission chain, and the reconciler, default it first. The warnings name
 // legal but risky choices.
 func (r Rules) ValidateCreate(db *dbv1.Database) ([]string, field.ErrorList) {
-	return r.stateWarnings(nil, db), r.Validate(db)
+	warnings := r.stateWarnings(nil, db)
+	errs := r.Validate(db)
+	nsWarnings, nsErrs := r.validateStoreNamespaces(nil, db)
+	return append(warnings, nsWarnings...), insertInReportOrder(errs, nsErrs)
+}
+
+// insertInReportOrder inserts each error of more into errs before the
+// first error of a field Validate reports later (FieldRank), leaving the
+// order of errs as it is.
+func insertInReportOrder(errs, more field.ErrorList) field.ErrorList {
+	for _, e := range more {
+		rank := FieldRank(e.Field)
+		i := slices.IndexFunc(errs, func(x *field.Error) bool { return FieldRank(x.Field) > rank })
+		if i < 0 {
+			i = len(errs)
+		}
+		errs = slices.Insert(errs, i, e)
+	}
+	return errs
 }
 
 // ValidateUpdate validates the change from oldDB, the stored Database, to
@@ -97,7 +119,9 @@ func (r Rules) ValidateUpdate(oldDB, newDB *dbv1.Database) ([]string, field.Erro
 	errs := r.Validate(newDB)
 	validateTransition(&oldDB.Spec, &newDB.Spec, runningVersions(&oldDB.Status), &errs)
 	validateBootstrapTransition(&oldDB.Spec, &newDB.Spec, &errs)
-	warnings := r.stateWarnings(oldDB, newDB)
+	nsWarnings, nsErrs := r.validateStoreNamespaces(oldDB, newDB)
+	errs = insertInReportOrder(errs, nsErrs)
+	warnings := append(r.stateWarnings(oldDB, newDB), nsWarnings...)
 	if len(errs) == 0 {
 		warnings = appendRestartWarning(warnings, oldDB, newDB)
 		if w := primaryChangeWarning(oldDB, newDB); w != "" {

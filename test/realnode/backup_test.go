@@ -127,7 +127,7 @@ func (s *suite) testBackup(t subtest) {
 		s.psqlIn(t, primary, "INSERT INTO ledger (n) VALUES (-1)")
 		last := s.psqlIn(t, primary, "SELECT pg_walfile_name(pg_current_wal_lsn())")
 		s.psqlIn(t, primary, "SELECT pg_switch_wal()")
-		testenv.Eventually(t, time.Minute, "segment "+last+" archived", func() string {
+		testenv.Eventually(t, 3*time.Minute, "segment "+last+" archived", func() string {
 			if st := s.database(t, name).Status.Backup; st == nil || st.LastArchivedWAL < last {
 				return fmt.Sprintf("status.backup %+v", st)
 			}

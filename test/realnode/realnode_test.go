@@ -46,6 +46,7 @@ func TestRealNode(t *testing.T) {
 	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
 	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 	s.parallel(t, "monitoring: each pod's metrics scraped as a Prometheus does, custom queries edited live, kubectl dbkeeper status, the alert rules over the live series", watched, (*suite).testMonitoring)
+	s.parallel(t, scheduleTitle, scheduled, (*suite).testFaultSchedule)
 
 	s.parallel(t, "postgres: Ready, reaching nothing outside, a deleted pod, a refused resize, re-created with Retain", "orders", func(s *suite, t subtest) {
 		pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}
@@ -192,6 +193,16 @@ ports: [{name: http, port: 80, protocol: TCP}]
 			// The claim is 1Gi; ask for that.
 			s.apply(database(pg.name, "postgres", majorOf(pgImage), pgImage, "Retain",
 				map[string]string{"max_connections": "42", "shared_buffers": "24MB"}))
+			// Secrets the Database did not make are not its own: it stalls,
+			// naming the first and how to hand it over, until the user
+			// does (docs/security.md §8).
+			testenv.Eventually(t, time.Minute, "Stalled with ForeignObject naming the saved credentials Secret", func() string {
+				return s.stalledWith(pg.name, dbv1.ReasonForeignObject, "dbkeeper.io/adopt=")
+			})
+			uid := string(s.database(t, pg.name).UID)
+			for name := range saved {
+				s.mustKubectl("annotate", "secret", "-n", ns, name, "dbkeeper.io/adopt="+uid)
+			}
 			s.waitReady(pg.name, 5*time.Minute)
 			if got := pg.sql("SELECT string_agg(name, ',' ORDER BY id) FROM items;"); got != "one,two,three" {
 				t.Errorf("rows after re-creating the Database = %q, want one,two,three", got)
@@ -287,6 +298,7 @@ ports: [{name: http, port: 80, protocol: TCP}]
 		s.mustKubectl("delete", "database", "-n", ns, name, "--wait=true", "--timeout=120s")
 	})
 
+	s.parallel(t, "security: Databases named after another team's Service, NetworkPolicy and Secret take none of them", payroll, (*suite).testForeignObjects)
 }
 
 // database returns a Database manifest in the test namespace, with 1Gi of

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
-	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 	"github.com/dbkeeper/dbkeeper/test/nodepod"
 )
@@ -599,24 +598,17 @@ func (s *suite) waitReadyOrReclone(t testing.TB, name string, timeout time.Durat
 }
 
 // psqlIn runs one statement in pod's postgres container, on the server of
-// that pod, as the superuser (the instance Secret's password: the
-// application's user may not pause replay or switch WAL), and returns its
-// output trimmed.
+// that pod, as the superuser (the application's user may not pause replay
+// or switch WAL), and returns its output trimmed. The superuser logs in
+// over the pod's Unix socket only, as an administrator does
+// (docs/security.md §4); over TCP it is refused.
 func (s *suite) psqlIn(t testing.TB, pod, statement string) string {
 	t.Helper()
-	db := pod[:strings.LastIndexByte(pod, '-')]
-	sec := s.secret(db + "-credentials")
-	inst := s.secret(db + "-instance")
-	// 127.0.0.1 is no name in the server's certificate: TLS without
-	// verifying the name (a loopback connection in the pod).
-	u := url.URL{Scheme: "postgresql", User: url.UserPassword(desired.SuperUser, inst[desired.SecretKeySuperuserPassword]),
-		Host: net.JoinHostPort("127.0.0.1", sec["port"]), Path: "/" + sec["database"], RawQuery: "sslmode=require"}
-	uri := u.String()
-	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", uri, "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
+	out, err := s.psqlInErr(pod, statement)
 	if err != nil {
-		t.Fatalf("%s in %s: %v\n%s", statement, pod, err, out)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(out)
+	return out
 }
 
 // database reads a Database.

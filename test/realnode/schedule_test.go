@@ -21,6 +21,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 	"github.com/dbkeeper/dbkeeper/test/nodepod"
 )
@@ -63,11 +64,21 @@ const writeBound = 90 * time.Second
 // TestAgentReportsAStandbysTimelineWithoutItsPrimary and
 // TestAgentAdoptsAPromotionThatOutlivedItsCall (internal/instance) and the
 // controller's. This test guards the whole against regressions.
+//
+// make test runs the short schedule as a scenario of TestRealNode, beside
+// the others (scheduleTitle); this test, with DBKEEPER_FAULTS=long (make
+// test-faults), runs the long one on a cluster of its own.
 func TestRealNodeFaultSchedule(t *testing.T) {
+	if os.Getenv(faultsEnv) != "long" {
+		t.Skip("make test runs the short schedule in TestRealNode; this test runs the long one, with " + faultsEnv + "=long (make test-faults)")
+	}
 	s := setup(t)
 	s.mustKubectl("create", "namespace", ns)
-	s.run(t, "postgres with 3 replicas: a switchover then the new primary's pod deleted, then a random schedule of operations and faults", scheduled, s.testFaultSchedule)
+	s.run(t, scheduleTitle, scheduled, s.testFaultSchedule)
 }
+
+// scheduleTitle is the fault schedule's scenario.
+const scheduleTitle = "postgres with 3 replicas: a switchover then the new primary's pod deleted, then a random schedule of operations and faults"
 
 // scheduled is the Database of TestRealNodeFaultSchedule.
 const scheduled = "tally"
@@ -273,19 +284,12 @@ func (s *suite) writableServers(t testing.TB, name string) []string {
 // psqlInErr is psqlIn that returns the failure instead of failing.
 func (s *suite) psqlInErr(pod, statement string) (string, error) {
 	db := pod[:strings.LastIndexByte(pod, '-')]
-	sec, inst := map[string]string{}, map[string]string{}
-	for name, m := range map[string]map[string]string{db + "-credentials": sec, db + "-instance": inst} {
-		var secret corev1.Secret
-		if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &secret); err != nil {
-			return "", err
-		}
-		for k, v := range secret.Data {
-			m[k] = string(v)
-		}
+	var secret corev1.Secret
+	if err := s.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: db + "-credentials"}, &secret); err != nil {
+		return "", err
 	}
-	u := url.URL{Scheme: "postgresql", User: url.UserPassword(desired.SuperUser, inst[desired.SecretKeySuperuserPassword]),
-		Host: net.JoinHostPort("127.0.0.1", sec["port"]), Path: "/" + sec["database"], RawQuery: "sslmode=require&connect_timeout=3"}
-	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", u.String(), "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
+	out, err := s.kubectl("exec", "-n", ns, pod, "-c", "postgres", "--", "psql", "--host="+instance.DefaultSocketDir,
+		"--username="+desired.SuperUser, "--dbname="+string(secret.Data["database"]), "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement)
 	if err != nil {
 		return "", fmt.Errorf("%s in %s: %w: %s", statement, pod, err, out)
 	}
@@ -325,7 +329,7 @@ func (s *suite) startWritableSampler(t testing.TB, name string) *writableSampler
 	ctx, cancel := context.WithCancel(context.Background())
 	ws := &writableSampler{cancel: cancel, done: make(chan struct{})}
 	t.Cleanup(ws.stop)
-	sec, inst := s.secret(name+"-credentials"), s.secret(name+"-instance")
+	sec := s.secret(name + "-credentials")
 	go func() {
 		defer close(ws.done)
 		for ctx.Err() == nil {
@@ -341,7 +345,7 @@ func (s *suite) startWritableSampler(t testing.TB, name string) *writableSampler
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if isWritable(ctx, p.Status.PodIP, sec["port"], sec["database"], inst[desired.SecretKeySuperuserPassword]) {
+						if isWritable(ctx, p.Status.PodIP, sec) {
 							mu.Lock()
 							writable = append(writable, p.Name)
 							mu.Unlock()
@@ -377,12 +381,14 @@ func (s *suite) startWritableSampler(t testing.TB, name string) *writableSampler
 	return ws
 }
 
-// isWritable reports whether the server at ip answers as not in recovery.
-func isWritable(ctx context.Context, ip, port, database, password string) bool {
+// isWritable reports whether the server at ip answers as not in recovery,
+// asked as the application user of the credentials Secret sec (the
+// superuser logs in over the pod's socket only).
+func isWritable(ctx context.Context, ip string, sec map[string]string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(desired.SuperUser, password), Host: net.JoinHostPort(ip, port),
-		Path: database, RawQuery: "connect_timeout=2&sslmode=prefer"}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec["username"], sec["password"]), Host: net.JoinHostPort(ip, sec["port"]),
+		Path: sec["database"], RawQuery: "connect_timeout=2&sslmode=prefer"}
 	conn, err := pgx.Connect(ctx, u.String())
 	if err != nil {
 		return false

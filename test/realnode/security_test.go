@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
+	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
@@ -161,6 +164,52 @@ spec:
 		}
 	})
 
+	step("kubectl port-forward reaches no superuser: a wrong password and its own are refused", func(t subtest) {
+		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
+		creds := s.secret(vault + "-credentials")
+		local := s.portForward(t, vault+"-0", 5432)
+		login := func(user, password, database string) error {
+			u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: local, Path: database,
+				RawQuery: "connect_timeout=5&sslmode=require"}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			c, err := pgx.Connect(ctx, u.String())
+			if err != nil {
+				return err
+			}
+			defer func() { _ = c.Close(context.Background()) }()
+			var who string
+			return c.QueryRow(ctx, "SELECT current_user").Scan(&who)
+		}
+		// The tunnel works: the application user logs in through it.
+		testenv.Eventually(t, 30*time.Second, "the application user through kubectl port-forward", func() string {
+			if err := login(creds["username"], creds["password"], creds["database"]); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		for _, c := range []struct{ what, user, password, database string }{
+			{"a wrong password", desired.SuperUser, "wrong", "postgres"},
+			{"the superuser's own password", desired.SuperUser, inst[desired.SecretKeySuperuserPassword], "postgres"},
+			{"the superuser's own password, the application's database", desired.SuperUser, inst[desired.SecretKeySuperuserPassword], creds["database"]},
+			{"the replication role, the application's database", desired.ReplicationUser, inst[desired.SecretKeyInstanceReplicationPassword], creds["database"]},
+		} {
+			err := login(c.user, c.password, c.database)
+			switch {
+			case err == nil:
+				t.Errorf("%s: %s logged in to %s through kubectl port-forward", c.what, c.user, c.database)
+			case !strings.Contains(err.Error(), "pg_hba.conf rejects") && !strings.Contains(err.Error(), "password authentication failed"):
+				t.Errorf("%s: %s refused for another reason than pg_hba.conf or the password: %v", c.what, c.user, err)
+			}
+		}
+		// From 127.0.0.1 inside the pod, where port-forward connects from.
+		out, err := s.kubectl("exec", "-n", ns, vault+"-0", "-c", "postgres", "--", "env", "PGPASSWORD=wrong", "PGCONNECT_TIMEOUT=5",
+			"psql", "-X", "--host=127.0.0.1", "--username="+desired.SuperUser, "--dbname=postgres", "-c", "SELECT 1")
+		if err == nil || !strings.Contains(out, "pg_hba.conf rejects") {
+			t.Errorf("the superuser with a wrong password over 127.0.0.1 in the pod: %v, %s; want pg_hba.conf's refusal", err, out)
+		}
+	})
+
 	step("only the operator's certificate commands an agent", func(t subtest) {
 		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
 		operator, err := tls.X509KeyPair([]byte(inst[desired.SecretKeyOperatorCert]), []byte(inst[desired.SecretKeyOperatorKey]))
@@ -287,8 +336,98 @@ spec:
 		}
 	})
 
+	step("with every statement logged, a changed password is in no log and logs in", func(t subtest) {
+		caFile := filepath.Join(s.runDir, "vault-ca.crt")
+		if err := os.WriteFile(caFile, []byte(s.secret(vault + "-credentials")["ca.crt"]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before := s.secret(vault + "-credentials")
+		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
+		newPassword := "N3w" + rand.Text()
+		// The parameters restart the pods, the primary last by switchover:
+		// the new primary sets the application user's new password.
+		s.mustKubectl("patch", "database", "-n", ns, vault, "--type=merge", "-p",
+			`{"spec":{"parameters":{"log_statement":"all","log_min_duration_statement":"0"}}}`)
+		s.mustKubectl("patch", "secret", "-n", ns, vault+"-credentials", "--type=merge", "-p",
+			fmt.Sprintf(`{"stringData":{"password":%q}}`, newPassword))
+		testenv.Eventually(t, 8*time.Minute, "the application user logging in to the primary with the new password", func() string {
+			c, err := s.podTLS(t, s.primaryOf(t, vault), caFile)
+			if err != nil {
+				return err.Error()
+			}
+			_ = c.Close(context.Background())
+			return ""
+		})
+		s.waitReady(vault, 5*time.Minute)
+		var logs strings.Builder
+		for _, pod := range []string{vault + "-0", vault + "-1"} {
+			out, err := s.kubectl("logs", "-n", ns, pod, "--all-containers=true")
+			if err != nil {
+				t.Fatalf("kubectl logs %s: %v", pod, err)
+			}
+			logs.WriteString(out)
+		}
+		if !strings.Contains(logs.String(), "statement: ") {
+			t.Fatalf("the servers log no statement with log_statement=all: the scan would prove nothing")
+		}
+		for name, secret := range map[string]string{
+			"the old application password": before["password"], "the new application password": newPassword,
+			"the superuser's password": inst[desired.SecretKeySuperuserPassword], "the replication password": inst[desired.SecretKeyInstanceReplicationPassword],
+			"a password verifier": "SCRAM-SHA-256$",
+		} {
+			if secret != "" && strings.Contains(logs.String(), secret) {
+				t.Errorf("the pods' logs hold %s", name)
+			}
+		}
+	})
+
 	s.mustKubectl("delete", "pod", "-n", ns, client, "--ignore-not-found", "--wait=false")
 	s.mustKubectl("delete", "database", "-n", ns, vault, "--wait=true", "--timeout=120s")
+}
+
+// portForward runs kubectl port-forward to port of pod, as anyone allowed
+// to port-forward in the namespace can, until the test ends, and returns
+// the local address it listens on.
+func (s *suite) portForward(t testing.TB, pod string, port int) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(s.env.Cluster.BinDir, devcluster.Kubectl), "port-forward", "-n", ns,
+		"--address=127.0.0.1", "pod/"+pod, ":"+strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	// "Forwarding from 127.0.0.1:41234 -> 5432"
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if addr, _, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "Forwarding from "), " -> "); ok {
+				lines <- addr
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case addr := <-lines:
+		return addr
+	case <-time.After(30 * time.Second):
+		cancel()
+		_ = cmd.Wait()
+		t.Fatalf("kubectl port-forward to %s:%d printed no address within 30 s: %s", pod, port, stderr.String())
+	}
+	return ""
 }
 
 // writeManifest writes a manifest into the suite's directory and returns

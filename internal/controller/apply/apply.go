@@ -2,10 +2,12 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,18 +69,20 @@ func (a *Applier) KindOf(obj runtime.Object) schema.GroupVersionKind {
 // FindOrCreate looks for a child and creates it when it does not exist. It
 // reports Found, with Live read, when the child exists.
 //
-// The child may also exist out of the cache's sight, relabelled by another
-// writer: when creating it fails (a StatefulSet's claim templates are
-// immutable once its storage grew; a Service's edited port clashes with the
-// one applied; another object controls it), it is read from the API server
-// and reported Found, to be updated as usual; the update puts dbkeeper's
-// labels back, so the cache sees it again.
+// The create is a create only: a server-side apply whose resourceVersion
+// no object can have, which the API server refuses (a conflict) when an
+// object of the name exists, instead of applying over it. So an object the
+// cache does not hold, because nobody labelled it as dbkeeper's or its
+// labels were edited, is never changed here: it is read from the API
+// server and reported Found, and the caller decides whether it is the
+// Database's to update (the controller's ownership check) before Update
+// writes anything.
 func (a *Applier) FindOrCreate(ctx context.Context, c Child) (Result, error) {
 	found, err := a.Find(ctx, c.Key, c.Live)
 	if err != nil || found {
 		return Result{Live: c.Live, Found: found}, err
 	}
-	createErr := a.write(ctx, c, "create")
+	createErr := a.create(ctx, c)
 	if createErr == nil {
 		a.Created(a.KindOf(c.Live), c.Key)
 		return Result{Wrote: true}, nil
@@ -93,8 +97,10 @@ func (a *Applier) FindOrCreate(ctx context.Context, c Child) (Result, error) {
 // Update writes c.Want over the found child with server-side apply unless
 // the fields dbkeeper owns on it already equal it. owner is the object the
 // child belongs to (the Database), by which verified children are
-// remembered. Whether another object controls the child is the caller's
-// to check first.
+// remembered. Whether the child is the owner's to write (it controls it,
+// or it was handed over) is the caller's to check first; the write is
+// conditional on the UID of the child read, so that it never lands on
+// another object made under the name since.
 func (a *Applier) Update(ctx context.Context, owner client.Object, c Child) (Result, error) {
 	res := Result{Live: c.Live, Found: true}
 	kind := a.KindOf(c.Live).Kind
@@ -115,7 +121,7 @@ func (a *Applier) Update(ctx context.Context, owner client.Object, c Child) (Res
 		}
 		return res, nil
 	}
-	if err := a.write(ctx, c, "update"); err != nil {
+	if err := a.write(ctx, c, "update", UpdateOnly(c.Live)); err != nil {
 		return res, err
 	}
 	res.Wrote, res.Changes = true, changes
@@ -135,15 +141,69 @@ func (a *Applier) Created(kind schema.GroupVersionKind, key client.ObjectKey) {
 	a.created.add(kind, key)
 }
 
+// create creates c.Want with server-side apply, and fails with a conflict
+// when an object of its name exists (CreateOnly).
+func (a *Applier) create(ctx context.Context, c Child) error {
+	return a.write(ctx, c, "create", CreateOnly)
+}
+
+// neverVersion is a resourceVersion no object has: the API server's are
+// revisions of its store, below 2^63.
+const neverVersion = "18446744073709551615"
+
+// A Precondition sets, in the metadata of an object to apply, what makes
+// the API server refuse the apply in the wrong case.
+type Precondition func(metadata map[string]any)
+
+// CreateOnly makes an apply a create: the API server checks an applied
+// resourceVersion against the object's, and refuses the apply with a
+// conflict when the object exists; when it does not, it creates it and
+// ignores the resourceVersion, as it does every server-set field of a new
+// object.
+func CreateOnly(metadata map[string]any) { metadata["resourceVersion"] = neverVersion }
+
+// UpdateOnly makes an apply an update of live alone: the API server
+// refuses an applied uid that is not the object's (uid is immutable), and
+// one with no object to apply to.
+func UpdateOnly(live client.Object) Precondition {
+	uid := string(live.GetUID())
+	return func(metadata map[string]any) { metadata["uid"] = uid }
+}
+
 // write writes c.Want with server-side apply, taking over dbkeeper's fields
-// from any other manager, and counts the write as operation.
-func (a *Applier) write(ctx context.Context, c Child, operation string) error {
+// from any other manager, under the precondition pre, and counts the write
+// as operation.
+func (a *Applier) write(ctx context.Context, c Child, operation string, pre Precondition) error {
 	kind := a.KindOf(c.Live).Kind
-	if err := a.Client.Apply(ctx, c.Want, client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
+	want, err := withPrecondition(c.Want, pre)
+	if err != nil {
+		return fmt.Errorf("applying %s %s: %w", kind, c.Key.Name, err)
+	}
+	if err := a.Client.Apply(ctx, want, client.FieldOwner(desired.FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying %s %s: %w", kind, c.Key.Name, err)
 	}
 	CountWrite(kind, operation)
 	return nil
+}
+
+// withPrecondition returns want, an apply configuration, as an
+// unstructured one with pre set in its metadata; want is left as it is.
+func withPrecondition(want runtime.ApplyConfiguration, pre Precondition) (runtime.ApplyConfiguration, error) {
+	raw, err := json.Marshal(want)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		return nil, err
+	}
+	metadata, _ := u.Object["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		u.Object["metadata"] = metadata
+	}
+	pre(metadata)
+	return client.ApplyConfigurationFromUnstructured(u), nil
 }
 
 // Find reads a child from the cache, or from the API server when this

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
@@ -71,6 +72,7 @@ type Agent struct {
 	lastStreamed  time.Time       // zero: never seen streaming
 	maxReceived   replication.LSN // the furthest WAL the standby reported receiving
 	standbySince  time.Time       // when the server last started as a standby of an upstream
+	streamAsked   time.Time       // when preferStreaming last asked for the primary's WAL
 	replies       map[string]replySeen
 	// slotPoll is the last observation of the primary's slots, with the time
 	// of the poll that made it; a failed poll clears it.
@@ -125,8 +127,14 @@ type replySeen struct {
 	changed time.Time // zero: not seen changing yet
 }
 
-// New returns an agent for cfg.
+// New returns an agent for cfg, whose zero timeouts are the defaults.
 func New(cfg Config) *Agent {
+	if cfg.StuckAfter == 0 {
+		cfg.StuckAfter = DefaultStuckAfter
+	}
+	if cfg.PromoteWait == 0 {
+		cfg.PromoteWait = postgres.DefaultPromoteWait
+	}
 	a := &Agent{
 		cfg:      cfg,
 		procs:    postgres.NewProcs(),
@@ -455,6 +463,7 @@ func (a *Agent) step(ctx context.Context) {
 		a.syncWant = &want
 		a.mu.Unlock()
 	}
+	a.preferStreaming(running, *spec)
 	if a.stuckStandby(ctx, running, *spec) {
 		a.recordErr(a.unstick(ctx, *spec))
 		return
@@ -590,7 +599,7 @@ func (a *Agent) apply(ctx context.Context, act action, spec instance.Spec, fence
 		a.mu.Lock()
 		a.syncApplied = wantedSync(spec)
 		a.mu.Unlock()
-		if err := a.db.Promote(ctx); err != nil {
+		if err := a.db.Promote(ctx, a.cfg.PromoteWait); err != nil {
 			return fmt.Errorf("promoting: %w", err)
 		}
 		a.logf("promoted")
@@ -691,7 +700,7 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	if err := a.pg.WritePassfile(); err != nil {
 		return err
 	}
-	if _, err := a.db.CheckpointedTimeline(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); err != nil {
+	if _, err := a.db.CheckpointedTimeline(ctx, a.pg.RemoteConninfo(spec.Upstream)); err != nil {
 		a.setPhase(instance.PhaseStopped)
 		return fmt.Errorf("before rewinding from %s, making sure its control file names its timeline: %w: will try again", spec.Upstream, err)
 	}
@@ -709,7 +718,7 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	if err != nil {
 		// Never discard the data because the upstream is unreachable, and
 		// discard it only on a proven fork or a human's word.
-		if perr := a.db.PingRemote(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres")); perr != nil {
+		if perr := a.db.PingRemote(ctx, a.pg.RemoteConninfo(spec.Upstream)); perr != nil {
 			a.setPhase(instance.PhaseStopped)
 			return fmt.Errorf("pg_rewind from %s failed, and %s does not answer (%w): will try again", spec.Upstream, spec.Upstream, perr)
 		}
@@ -746,16 +755,17 @@ func (a *Agent) rejoin(ctx context.Context, spec instance.Spec) error {
 	return a.becomeStandby(ctx, spec)
 }
 
-// stuckAfter is how long a standby may follow a primary without streaming
-// from it before the agent looks for the reason; stuckRecheck is how often
-// it looks again, and tries a failed clone or rewind again, while stuck.
+// DefaultStuckAfter is how long a standby may follow a primary without
+// streaming from it before the agent looks for the reason
+// (Config.StuckAfter); stuckRecheck is how often it looks again, and
+// tries a failed clone or rewind again, while stuck.
 const (
-	stuckAfter   = 60 * time.Second
-	stuckRecheck = 30 * time.Second
+	DefaultStuckAfter = 60 * time.Second
+	stuckRecheck      = 30 * time.Second
 )
 
 // stuckStandby reports a standby that follows the upstream its Spec names
-// and has not streamed from it for stuckAfter although that upstream
+// and has not streamed from it for Config.StuckAfter although that upstream
 // answers as a primary. It may hold WAL the primary does not have (it had
 // received more of a failed primary's WAL than the standby promoted in its
 // place, and replayed it), or the primary may refuse it (authentication,
@@ -770,11 +780,52 @@ func (a *Agent) stuckStandby(ctx context.Context, running bool, spec instance.Sp
 	}
 	recent := time.Since(a.stuckChecked) < stuckRecheck
 	a.mu.Unlock()
-	if !following || since.IsZero() || time.Since(since) < stuckAfter || recent {
+	if !following || since.IsZero() || time.Since(since) < a.cfg.StuckAfter || recent {
 		return false
 	}
-	primary, err := a.db.RemotePrimary(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	primary, err := a.db.RemotePrimary(ctx, a.pg.RemoteConninfo(spec.Upstream))
 	return err == nil && primary
+}
+
+// preferStreamAfter is how long a standby with the backup sidecar may
+// follow a primary without streaming from it before its next WAL segment
+// is asked of the primary rather than the archive (archiver.AskStreamNext),
+// and how often it is asked again.
+const preferStreamAfter = 15 * time.Second
+
+// preferStreaming asks, of a standby that follows the upstream its Spec
+// names and has not streamed from it for preferStreamAfter, that its next
+// WAL segment come from the upstream: restoring each segment from the
+// store as the primary fills it, it would never stream. Not when the
+// server says the primary has removed WAL it needs: the archive is then
+// the only source.
+func (a *Agent) preferStreaming(running bool, spec instance.Spec) {
+	if a.cfg.ArchiverSocket == "" {
+		return
+	}
+	a.mu.Lock()
+	following := running && a.mode == modeStandby && a.runUpstream != "" &&
+		spec.Role == instance.RoleReplica && spec.Upstream == a.runUpstream && !a.streamingNow
+	since := a.standbySince
+	if a.lastStreamed.After(since) {
+		since = a.lastStreamed
+	}
+	due := following && !since.IsZero() && time.Since(since) >= preferStreamAfter && time.Since(a.streamAsked) >= preferStreamAfter
+	first := a.streamAsked.Before(since)
+	if due {
+		a.streamAsked = time.Now()
+	}
+	a.mu.Unlock()
+	if !due || strings.Contains(a.serverMessage(), "has already been removed") {
+		return
+	}
+	if err := archiver.AskStreamNext(a.cfg.ArchiverSocket); err != nil {
+		a.logf("asking the next WAL segment of %s rather than the archive: %v", spec.Upstream, err)
+		return
+	}
+	if first {
+		a.logf("not streaming from %s for %v: its next WAL segment is asked of %s, not the archive", spec.Upstream, preferStreamAfter, spec.Upstream)
+	}
 }
 
 // errNotAllowed is recloneIfAllowed's answer when neither a proven fork
@@ -795,7 +846,7 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 		return fmt.Errorf("reading the standby's control file: %w", err)
 	}
 	pos = append(pos, reportedPositions(a.serverLog(), replayed)...)
-	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, stuckAfter)
+	why := fmt.Sprintf("not streaming from %s for %v although it answers as a primary", spec.Upstream, a.cfg.StuckAfter)
 	if rec, err := a.db.Recovery(ctx); err == nil {
 		why += " (" + rec + ")"
 	}
@@ -820,7 +871,7 @@ func (a *Agent) unstick(ctx context.Context, spec instance.Spec) error {
 // positions its control file records.
 func (a *Agent) recloneIfAllowed(ctx context.Context, spec instance.Spec, sysid string, pos []postgres.Position, why string) error {
 	var discarded *instance.Discarded
-	tli, upSys, history, herr := a.db.UpstreamHistory(ctx, a.pg.Conninfo(spec.Upstream, a.cfg.User, "dbname=postgres"))
+	tli, upSys, history, herr := a.db.UpstreamHistory(ctx, a.pg.RemoteConninfo(spec.Upstream))
 	if herr != nil {
 		a.logf("reading %s's timeline history: %v", spec.Upstream, herr)
 	} else if at, fork, ok := provenFork(history, tli, sysid != "" && sysid == upSys, pos); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agent"
 )
 
 // pair starts db-0 as the primary of term 1 with db-1 streaming from it
@@ -31,15 +32,7 @@ func (c *cluster) pair(lease int32) {
 		return err
 	})
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: lease, Term: 1})
-	// The slot is made after the roles, the replication role's among
-	// them: the clone needs both.
-	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-		got, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
-		if err == nil && got != slot1 {
-			err = errors.New("not there yet")
-		}
-		return err
-	})
+	c.waitSlots(slot1)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: c.ip(0), Slot: slot1, Term: 1})
 	c.waitFor("db-1 ready as a standby", 60*time.Second, func() error { return c.ready(1) })
 	// The lease's exemption needs a reply seen advancing: a pair whose
@@ -64,6 +57,7 @@ func (c *cluster) stateFile(i int) string {
 // the operator re-sending it), and a primary Spec of term 3 makes it a
 // primary again. The term survives a restart of the agent.
 func TestAgentFencingTerm(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 
@@ -146,6 +140,7 @@ func TestAgentFencingTerm(t *testing.T) {
 // itself within the exemption window although its standby still streams:
 // a poll it cannot make is no proof that no standby was promoted.
 func TestAgentLeaseFailsClosed(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 1, Term: 1})
@@ -211,6 +206,7 @@ func TestAgentLeaseFailsClosed(t *testing.T) {
 // discarded WAL range, and the rows written only there are gone; the old
 // data directory is removed once the new clone streams.
 func TestAgentReclonesOnAProvenFork(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
@@ -273,6 +269,7 @@ func TestAgentReclonesOnAProvenFork(t *testing.T) {
 // at once, naming the WAL it discarded, instead of waiting stuck for a
 // human.
 func TestAgentReclonesARunningStandbyPastAFork(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	fork := forkAfterFailover(t, c)
 	h1 := c.ip(1)
@@ -315,6 +312,7 @@ func (c *cluster) trio() {
 		})
 	}
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1, slot2}, LeaseSeconds: 60, Term: 1})
+	c.waitSlots(slot1, slot2)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, Term: 1})
 	c.apply(2, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot2, Term: 1})
 	for _, i := range []int{1, 2} {
@@ -431,11 +429,14 @@ func (c *cluster) waitStreamingWithRow2000(i int, what string, timeout time.Dura
 
 // TestAgentKeepsAStuckStandby: a standby that cannot stream because the
 // WAL it needs was removed from its primary (no slot held it) is not
-// cloned again automatically, since no fork is proven: after stuckAfter
-// (60 s) it reports Stuck with the server's message and keeps its data.
-// A Spec's reclone authorises exactly one new clone.
+// cloned again automatically, since no fork is proven: after
+// Config.StuckAfter (a minute in a pod, 5 s here) it reports Stuck with
+// the server's message and keeps its data. A Spec's reclone authorises
+// exactly one new clone.
 func TestAgentKeepsAStuckStandby(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
+	c.agentEnv = map[int][]string{1: {agent.EnvStuckAfter + "=5s"}}
 	c.pair(60)
 	h0 := c.ip(0)
 	marker := filepath.Join(c.pgdata(1), "kept.marker")
@@ -515,6 +516,12 @@ func (c *cluster) reportsFence(i int) error {
 	if err != nil {
 		return err
 	}
+	return fenceIn(st)
+}
+
+// fenceIn says why st reports no fence with the server down, nil when
+// it does.
+func fenceIn(st *instance.Status) error {
 	if !st.Fenced || st.Phase != instance.PhaseFenced {
 		return fmt.Errorf("phase %s, fenced %v", st.Phase, st.Fenced)
 	}
@@ -539,6 +546,7 @@ func (c *cluster) waitExited(i int, timeout time.Duration) {
 // than after the pod comes back. Without a fence it exits all the same,
 // within fenceLinger (5 s), and a standby does not linger at all.
 func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(60)
 	c.term = 1
@@ -553,8 +561,12 @@ func TestAgentStoppedBySIGTERMReportsALateFence(t *testing.T) {
 		}
 		return nil
 	})
-	c.apply(0, instance.Spec{Role: instance.RoleFenced})
-	c.waitFor("db-0 reporting the fence", 4*time.Second, func() error { return c.reportsFence(0) })
+	// The answer to the PUT itself reports the fence when the agent
+	// fenced before it answered; then the agent exits at once, and no
+	// later status finds it.
+	if fenceIn(c.apply(0, instance.Spec{Role: instance.RoleFenced})) != nil {
+		c.waitFor("db-0 reporting the fence", 4*time.Second, func() error { return c.reportsFence(0) })
+	}
 	c.waitExited(0, 5*time.Second)
 	if s := c.stateFile(0); !strings.Contains(s, `"fenced": true`) {
 		t.Errorf("the fence is not persisted: %s", s)

@@ -3,15 +3,19 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,10 +41,12 @@ const (
 )
 
 // cluster is a set of agents run as plain processes on one host: agent i
-// serves HTTP on 127.0.0.<i+2>:8008 (the contract's fixed port, on its own
-// loopback address, as pods have their own IPs) and its server listens on
-// the same address and one port shared by all, so that an Upstream is a
-// bare host as in a pod.
+// serves HTTP on its own loopback address (ip), at the contract's fixed
+// port, as pods have their own IPs, and its server listens on the same
+// address and one port shared by all, so that an Upstream is a bare host
+// as in a pod. Each cluster has loopback addresses of its own, so that
+// the tests run their clusters side by side (t.Parallel), and beside
+// another process's.
 type cluster struct {
 	t      *testing.T
 	base   string
@@ -49,6 +55,8 @@ type cluster struct {
 	port   int
 	cred   *syscall.Credential
 	client *instance.Client
+	// block is the cluster's loopback network, 127.<block/256>.<block%256>.0/24.
+	block int
 	// certs are the agents' CA and certificates, creds the operator's
 	// credentials for them.
 	certs    *agenttest.Certs
@@ -73,10 +81,125 @@ type agentProc struct {
 	done    chan struct{}
 }
 
-func (c *cluster) ip(i int) string        { return fmt.Sprintf("127.0.0.%d", i+2) }
+func (c *cluster) ip(i int) string {
+	return fmt.Sprintf("127.%d.%d.%d", c.block/256, c.block%256, i+2)
+}
 func (c *cluster) dir(i int) string       { return filepath.Join(c.base, "db-"+strconv.Itoa(i)) }
 func (c *cluster) pgdata(i int) string    { return filepath.Join(c.dir(i), "volume", "pgdata") }
 func (c *cluster) socketDir(i int) string { return filepath.Join(c.dir(i), "run") }
+
+// TestMain lets four of the package's tests that run PostgreSQL servers
+// run at once (-parallel, which a flag overrides): they wait far more than
+// they compute (for servers to start, clone, rewind, and for the agents'
+// timeouts), and the agent is built once for all of them (agentBinary).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "4")
+	}
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the agent and the image's entrypoint, made once for every
+// cluster of the test process (agentBinary), in a directory that TestMain
+// removes.
+var built struct {
+	once       sync.Once
+	dir        string
+	bin, entry string
+	err        error
+}
+
+// agentBinary builds the agent, static as in its image, and copies the
+// image's entrypoint, once; it returns both, in a directory the servers'
+// user can read.
+func agentBinary(t *testing.T) (bin, entry string) {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "dbkeeper-instance-bin-")
+		if built.err != nil {
+			return
+		}
+		if built.err = os.Chmod(built.dir, 0o755); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "dbkeeper-instance")
+		build := exec.Command("go", "build", "-o", bin, "github.com/dbkeeper/dbkeeper/cmd/dbkeeper-instance")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("building the agent: %w\n%s", err, out)
+			return
+		}
+		src, err := os.ReadFile("../../../test/images/postgres/entrypoint.sh")
+		if err != nil {
+			built.err = err
+			return
+		}
+		entry := filepath.Join(built.dir, "docker-entrypoint.sh")
+		if built.err = os.WriteFile(entry, src, 0o755); built.err != nil {
+			return
+		}
+		built.bin, built.entry = bin, entry
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin, built.entry
+}
+
+// blocks hands out the clusters' loopback networks, from a random one on
+// (another test process may run clusters too), never 127.0.0.0/24.
+var blocks = struct {
+	sync.Mutex
+	next int
+}{next: 256 + rand.IntN(250*256)}
+
+// claimAddresses gives c a loopback network whose three addresses are
+// free at the contract's port and at c.port.
+func (c *cluster) claimAddresses() {
+	c.t.Helper()
+	for range 20 {
+		blocks.Lock()
+		c.block = blocks.next
+		blocks.next++
+		if blocks.next >= 255*256 {
+			blocks.next = 256
+		}
+		blocks.Unlock()
+		free, err := c.addressesFree()
+		if err != nil {
+			c.t.Skipf("cannot listen on %s (all of 127.0.0.0/8 must be loopback addresses, as on Linux): %v", c.ip(0), err)
+		}
+		if free {
+			return
+		}
+	}
+	c.t.Fatal("no free loopback network found in 20 tries")
+}
+
+// addressesFree reports whether c's addresses are free at both ports; an
+// error other than an address in use is returned.
+func (c *cluster) addressesFree() (bool, error) {
+	for i := range 3 {
+		for _, port := range []int{c.port, instance.Port} {
+			l, err := net.Listen("tcp", net.JoinHostPort(c.ip(i), strconv.Itoa(port)))
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			_ = l.Close()
+		}
+	}
+	return true, nil
+}
 
 func newCluster(t *testing.T) *cluster {
 	if testing.Short() {
@@ -86,6 +209,7 @@ func newCluster(t *testing.T) *cluster {
 		t.Skipf("PostgreSQL 15 is not installed (%s is missing): run `make host-packages`", pgBin)
 	}
 	c := &cluster{t: t, agents: map[int]*agentProc{}, client: &instance.Client{HTTP: &http.Client{Timeout: 30 * time.Second}}}
+	c.bin, c.entry = agentBinary(t)
 	base, err := os.MkdirTemp("", "dbkeeper-instance-test-")
 	if err != nil {
 		t.Fatal(err)
@@ -97,38 +221,15 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c.cred = pgtest.ServerCredential(t)
 
-	// The agent, built static as in its image, and the image's entrypoint.
-	c.bin = filepath.Join(base, "dbkeeper-instance")
-	build := exec.Command("go", "build", "-o", c.bin, "github.com/dbkeeper/dbkeeper/cmd/dbkeeper-instance")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
-	src, err := os.ReadFile("../../../test/images/postgres/entrypoint.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.entry = filepath.Join(base, "docker-entrypoint.sh")
-	if err := os.WriteFile(c.entry, src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	// One server port, free on the loopback addresses the test uses.
+	// One server port, and loopback addresses free at it and at the
+	// agents' port.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	for i := range 3 {
-		for _, port := range []int{c.port, instance.Port} {
-			l, err := net.Listen("tcp", net.JoinHostPort(c.ip(i), strconv.Itoa(port)))
-			if err != nil {
-				t.Skipf("cannot listen on %s:%d (loopback aliases are needed): %v", c.ip(i), port, err)
-			}
-			_ = l.Close()
-		}
-	}
+	c.claimAddresses()
 	c.pgFlags = []string{
 		"-c", "port=" + strconv.Itoa(c.port),
 		"-c", "wal_log_hints=on", "-c", "wal_receiver_status_interval=1s", "-c", "wal_retrieve_retry_interval=1s",
@@ -303,16 +404,20 @@ func (c *cluster) cleanup() {
 			c.t.Logf("--- %s (last lines) ---\n%s", f, strings.Join(lines, "\n"))
 		}
 	}
-	for i, p := range c.agents {
-		start := time.Now()
+	// Every agent at once: a leased primary's lingers for a fence
+	// (fenceLinger) before it exits.
+	start := time.Now()
+	for _, p := range c.agents {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		defer func() { c.t.Logf("db-%d's agent stopped in %v", i, time.Since(start).Round(10*time.Millisecond)) }()
+	}
+	for i, p := range c.agents {
 		select {
 		case <-p.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(time.Until(start.Add(15 * time.Second))):
 			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 			<-p.done
 		}
+		c.t.Logf("db-%d's agent stopped in %v", i, time.Since(start).Round(10*time.Millisecond))
 		if pm := c.postmasterPID(i); alive(pm) {
 			_ = syscall.Kill(pm, syscall.SIGKILL)
 		}
@@ -438,6 +543,21 @@ func (c *cluster) mustSQL(i int, query string) string {
 	return out
 }
 
+// waitSlots waits until db-0, the primary, has the replication slots
+// named. A primary makes its slots after its roles, the replication
+// role's among them: a clone needs both, and a clone refused for want of
+// them is tried again only after stuckRecheck (30 s).
+func (c *cluster) waitSlots(slots ...string) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("slots %v on db-0", slots), 10*time.Second, func() error {
+		got, err := c.sql(0, "SELECT string_agg(slot_name::text, ',' ORDER BY slot_name) FROM pg_replication_slots WHERE slot_name IN ('"+strings.Join(slots, "', '")+"')")
+		if want := strings.Join(slices.Sorted(slices.Values(slots)), ","); err == nil && got != want {
+			err = fmt.Errorf("slots %q", got)
+		}
+		return err
+	})
+}
+
 // rows is the table's numbers as one text.
 const rows = "SELECT coalesce(string_agg(n::text, ',' ORDER BY n), '') FROM t"
 
@@ -460,6 +580,7 @@ func parseLSN(t *testing.T, s string) uint64 {
 // refuses is kept and reported Stuck until a Spec's reclone authorises a
 // new clone, and the lease fences the primary when its standby stops.
 func TestAgentWithPostgreSQL(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	h0, h1 := c.ip(0), c.ip(1)
 
@@ -496,10 +617,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	})
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
 	cloneStart := time.Now()
-	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-		_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
-		return err
-	})
+	c.waitSlots(slot1)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1})
 	took = c.waitFor("db-1 ready as a standby", 60*time.Second, func() error { return c.ready(1) })
 	t.Logf("db-1 cloned and streaming after %v", time.Since(cloneStart).Round(100*time.Millisecond))
@@ -781,6 +899,7 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 // found nothing to do (pg_rewind judges from the control file) and a
 // restart once it had replayed past the fork.
 func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	// The standbys keep the WAL from before their restartpoint, which
 	// pg_rewind reads back to the last checkpoint before the fork: without

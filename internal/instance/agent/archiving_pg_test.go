@@ -75,6 +75,7 @@ func (f *fakeSidecar) setFailing(v bool) {
 // Status.Archiving against the server's own pg_stat_archiver and
 // archive_status while archiving works, fails and catches up.
 func TestAgentReportsArchiving(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	sock := filepath.Join(c.base, "archiver.sock")
 	side := &fakeSidecar{}

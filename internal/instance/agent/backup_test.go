@@ -143,6 +143,7 @@ func TestBackupEndpoint(t *testing.T) {
 // barman-cloud-backup: with no server to back up and no store, it fails,
 // and barman-cloud's reason reaches the agent's GET /backup.
 func TestBackupThroughSidecar(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs barman-cloud-backup: not in -short")
 	}

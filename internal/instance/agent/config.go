@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
@@ -43,7 +44,24 @@ type Config struct {
 	// the directory of the custom queries' files
 	// (instance.EnvCustomQueriesDir), "" for none.
 	MetricsListen, CustomQueriesDir string
+	// StuckAfter is how long a standby may follow a primary without
+	// streaming from it before the agent looks for the reason
+	// (DefaultStuckAfter); PromoteWait is how long a promotion's
+	// pg_promote waits for it to finish (postgres.DefaultPromoteWait).
+	// Zero is the default. Only the agent's tests set them shorter
+	// (EnvStuckAfter, EnvPromoteWait), so as not to wait the defaults
+	// out.
+	StuckAfter, PromoteWait time.Duration
 }
+
+// Environment variables that shorten the agent's timeouts
+// (Config.StuckAfter, Config.PromoteWait), as Go durations ("5s"). They
+// are for the agent's tests: the operator's pods set neither, and have
+// the defaults.
+const (
+	EnvStuckAfter  = "DBKEEPER_STUCK_AFTER"
+	EnvPromoteWait = "DBKEEPER_PROMOTE_WAIT"
+)
 
 // ConfigFromEnv reads the agent's configuration from its environment and
 // the files in EnvSecretsDir. Every error names the variable or the file.
@@ -83,6 +101,20 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s is set, %s is not: a restore goes through the backup sidecar", instance.EnvRecoveryTarget, instance.EnvArchiverSocket))
 		}
 	}
+	for _, d := range []struct {
+		name string
+		into *time.Duration
+	}{{EnvStuckAfter, &c.StuckAfter}, {EnvPromoteWait, &c.PromoteWait}} {
+		v := os.Getenv(d.name)
+		if v == "" {
+			continue
+		}
+		if dur, err := time.ParseDuration(v); err != nil || dur < time.Second {
+			errs = append(errs, fmt.Errorf("%s=%q is not a duration of a second or more", d.name, v))
+		} else {
+			*d.into = dur
+		}
+	}
 	for _, v := range []struct{ name, value string }{
 		{instance.EnvStateFile, c.StateFile}, {instance.EnvPodNamespace, c.Namespace}, {instance.EnvReplicationUser, c.ReplUser},
 		{instance.EnvAppUser, c.AppUser}, {instance.EnvAppDatabase, c.AppDatabase},
@@ -94,7 +126,6 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 	if dir := os.Getenv(instance.EnvSecretsDir); dir == "" {
 		errs = append(errs, fmt.Errorf("%s is not set: it is the directory of the agent's passwords and certificates", instance.EnvSecretsDir))
 	} else {
-		c.PasswordFile = filepath.Join(dir, instance.SecretFileSuperuserPassword)
 		c.TLSCert = filepath.Join(dir, instance.SecretFileAgentCert)
 		c.TLSKey = filepath.Join(dir, instance.SecretFileAgentKey)
 		c.ClientCA = filepath.Join(dir, instance.SecretFileAgentCA)
@@ -118,6 +149,14 @@ func ConfigFromEnv(listen string, serverFlags []string) (Config, error) {
 			if _, err := os.Stat(path); err != nil {
 				errs = append(errs, fmt.Errorf("the agent's TLS file: %w", err))
 			}
+		}
+	}
+	for _, v := range []struct{ env, name string }{{"POSTGRES_USER", c.User}, {instance.EnvReplicationUser, c.ReplUser}} {
+		if v.name == "" {
+			continue // ReplicationUser's absence is reported above
+		}
+		if err := postgres.ValidRoleName(v.name); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.env, err))
 		}
 	}
 	i := strings.LastIndexByte(c.PodName, '-')

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
@@ -29,7 +30,7 @@ func setAgentEnv(t *testing.T) string {
 		instance.EnvSecretsDir: dir, instance.EnvPodName: "orders-2", instance.EnvPodNamespace: "shop", instance.EnvStateFile: "/data/state.json",
 		instance.EnvReplicationUser: "dbkeeper_replication", instance.EnvAppUser: "shop", instance.EnvAppDatabase: "orders",
 		"POSTGRES_USER": "", "POSTGRES_PASSWORD": "from-the-environment", instance.EnvRecoveryTarget: "", instance.EnvArchiverSocket: "",
-		instance.EnvPort: "", instance.EnvEntrypoint: "",
+		instance.EnvPort: "", instance.EnvEntrypoint: "", EnvStuckAfter: "", EnvPromoteWait: "",
 	} {
 		t.Setenv(k, v)
 	}
@@ -49,13 +50,13 @@ func TestConfigFromEnv(t *testing.T) {
 	got := map[string]string{
 		"User": c.User, "Password": c.Password, "ReplPassword": c.ReplPassword, "AppUser": c.AppUser, "AppPassword": c.AppPassword,
 		"AppDatabase": c.AppDatabase, "Namespace": c.Namespace, "PodName": c.PodName,
-		"PasswordFile": c.PasswordFile, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey, "ClientCA": c.ClientCA,
+		"TLSCert": c.TLSCert, "TLSKey": c.TLSKey, "ClientCA": c.ClientCA,
 	}
 	for field, want := range map[string]string{
 		"User": "postgres", "Password": "super", "ReplPassword": "repl", "AppUser": "shop", "AppPassword": "app",
 		"AppDatabase": "orders", "Namespace": "shop", "PodName": "orders-2",
-		"PasswordFile": filepath.Join(dir, "superuser-password"), "TLSCert": filepath.Join(dir, "agent-tls.crt"),
-		"TLSKey": filepath.Join(dir, "agent-tls.key"), "ClientCA": filepath.Join(dir, "agent-ca.crt"),
+		"TLSCert": filepath.Join(dir, "agent-tls.crt"),
+		"TLSKey":  filepath.Join(dir, "agent-tls.key"), "ClientCA": filepath.Join(dir, "agent-ca.crt"),
 	} {
 		if got[field] != want {
 			t.Errorf("%s = %q, want %q", field, got[field], want)
@@ -63,6 +64,25 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	if c.Ordinal != 2 {
 		t.Errorf("Ordinal = %d, want 2", c.Ordinal)
+	}
+	// A pod's agent waits out the defaults: a minute before it looks
+	// why a standby does not stream, and pg_promote's minute.
+	if cfg := New(c).cfg; cfg.StuckAfter != time.Minute || cfg.PromoteWait != time.Minute {
+		t.Errorf("StuckAfter, PromoteWait = %v, %v; want 1m0s, 1m0s", cfg.StuckAfter, cfg.PromoteWait)
+	}
+}
+
+// TestConfigFromEnvTimeouts: the tests' variables shorten the timeouts.
+func TestConfigFromEnvTimeouts(t *testing.T) {
+	setAgentEnv(t)
+	t.Setenv(EnvStuckAfter, "5s")
+	t.Setenv(EnvPromoteWait, "3s")
+	c, err := ConfigFromEnv(":8008", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := New(c).cfg; cfg.StuckAfter != 5*time.Second || cfg.PromoteWait != 3*time.Second {
+		t.Errorf("StuckAfter, PromoteWait = %v, %v; want 5s, 3s", cfg.StuckAfter, cfg.PromoteWait)
 	}
 }
 
@@ -88,6 +108,8 @@ func TestConfigFromEnvErrors(t *testing.T) {
 		{"no agent key", func(t *testing.T, dir string) { _ = os.Remove(filepath.Join(dir, instance.SecretFileAgentKey)) },
 			[]string{instance.SecretFileAgentKey, "no such file"}},
 		{"a pod name without an ordinal", func(t *testing.T, _ string) { t.Setenv(instance.EnvPodName, "orders") }, []string{instance.EnvPodName}},
+		{"a timeout that is no duration", func(t *testing.T, _ string) { t.Setenv(EnvStuckAfter, "soon") }, []string{EnvStuckAfter + `="soon"`}},
+		{"a timeout under a second", func(t *testing.T, _ string) { t.Setenv(EnvPromoteWait, "500ms") }, []string{EnvPromoteWait + `="500ms"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := setAgentEnv(t)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,15 +16,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 )
 
-// TestEntrypointPasswordFile runs the test image's entrypoint on an empty
-// data directory with POSTGRES_PASSWORD_FILE, as the agent starts it: the
+// TestEntrypointBehavesAsTheOfficialImage runs the test image's entrypoint
+// on an empty data directory with POSTGRES_PASSWORD_FILE, as the agent
+// starts it, and finds what the official image's entrypoint does, which
+// the agent must defend against (TestAgentAdmitsNoSuperuserOverTCP): the
 // superuser's password is the file's content without its trailing
-// newline, and the server's environment does not hold it; a file that is
-// empty, or both variables set, stop the initialization with a message
-// naming them.
-func TestEntrypointPasswordFile(t *testing.T) {
+// newline, and it is exported into the server's environment (file_env);
+// initdb's defaults trust every loopback address, so a wrong password logs
+// in as the superuser over 127.0.0.1; "host all all all scram-sha-256" is
+// the last line of pg_hba.conf. A file that is empty or missing, or both
+// variables set, stop the initialization with a message naming them.
+func TestEntrypointBehavesAsTheOfficialImage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a PostgreSQL server: not in -short")
 	}
@@ -83,9 +91,9 @@ func TestEntrypointPasswordFile(t *testing.T) {
 			env  []string
 			want string
 		}{
-			{"empty", []string{"POSTGRES_PASSWORD_FILE=" + writeFile("empty-password", "\n")}, "POSTGRES_PASSWORD_FILE=" + filepath.Join(base, "empty-password") + " is empty"},
+			{"empty", []string{"POSTGRES_PASSWORD_FILE=" + writeFile("empty-password", "\n")}, "superuser password is not specified"},
 			{"both", []string{"POSTGRES_PASSWORD=x", "POSTGRES_PASSWORD_FILE=" + writeFile("both-password", "y")}, "both POSTGRES_PASSWORD and POSTGRES_PASSWORD_FILE are set"},
-			{"missing", []string{"POSTGRES_PASSWORD_FILE=" + filepath.Join(base, "nothing")}, "cannot be read"},
+			{"missing", []string{"POSTGRES_PASSWORD_FILE=" + filepath.Join(base, "nothing")}, filepath.Join(base, "nothing") + ": No such file or directory"},
 		} {
 			out, err := run(tc.name, tc.env...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), tc.want) {
@@ -134,9 +142,16 @@ func TestEntrypointPasswordFile(t *testing.T) {
 		}
 		return conn.Close(context.Background())
 	}
+	// socket connects to the server over its Unix socket.
+	socket := func() (*pgx.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", filepath.Join(base, "ok", "run"), port))
+	}
 	deadline := time.Now().Add(90 * time.Second)
+	var conn *pgx.Conn
 	for {
-		err := connect(password)
+		conn, err = socket()
 		if err == nil {
 			break
 		}
@@ -146,19 +161,35 @@ func TestEntrypointPasswordFile(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the superuser cannot log in with the file's password over TCP: %v", err)
+			t.Fatalf("the server does not answer on its socket: %v", err)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if err := connect(password + "\n"); err == nil {
-		t.Error("the password with the file's trailing newline logs in too")
+	defer func() { _ = conn.Close(context.Background()) }()
+	var verifier string
+	if err := conn.QueryRow(context.Background(), "SELECT rolpassword FROM pg_authid WHERE rolname = 'postgres'").Scan(&verifier); err != nil {
+		t.Fatal(err)
+	}
+	if !postgres.ScramMatches(verifier, password) {
+		t.Errorf("the superuser's password is not the file's content without its newline (verifier %q)", verifier)
+	}
+	if err := connect("wrong"); err != nil {
+		t.Errorf("a wrong password over 127.0.0.1: %v; initdb's defaults, as the official image leaves them, trust loopback", err)
+	}
+	hba, err := os.ReadFile(filepath.Join(base, "ok", "pgdata", "pg_hba.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(hba)), "\n"); lines[len(lines)-1] != "host all all all scram-sha-256" {
+		t.Errorf("pg_hba.conf ends with %q, want the official entrypoint's line", lines[len(lines)-1])
 	}
 	// The entrypoint execs the server: its environment is the server's.
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(env), password) {
-		t.Error("the server's environment holds the superuser's password")
+	vars := strings.Split(string(env), "\x00")
+	if !slices.Contains(vars, "POSTGRES_PASSWORD="+password) || slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, "POSTGRES_PASSWORD_FILE=") }) {
+		t.Error("the server's environment does not hold POSTGRES_PASSWORD, read from the file, without POSTGRES_PASSWORD_FILE, as the official image's file_env leaves it")
 	}
 }

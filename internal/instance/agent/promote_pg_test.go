@@ -12,10 +12,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/agent"
 )
 
 // TestAgentAdoptsAPromotionThatOutlivedItsCall: db-1's promotion cannot
-// finish within pg_promote's 60 s wait, because its startup process waits
+// finish within pg_promote's wait (Config.PromoteWait: a minute in a
+// pod, 5 s here), because its startup process waits
 // to replay a lock that a query on db-1 holds (max_standby_streaming_delay
 // -1: it waits for ever; a long replay backlog does the same). pg_promote
 // returns false, the agent's action fails; then the query ends and the
@@ -24,8 +26,10 @@ import (
 // again and again ("recovery is not in progress") with no slot, no roles
 // and no lease watchdog.
 func TestAgentAdoptsAPromotionThatOutlivedItsCall(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pgFlags = append(c.pgFlags, "-c", "max_standby_streaming_delay=-1", "-c", "max_standby_archive_delay=-1")
+	c.agentEnv = map[int][]string{1: {agent.EnvPromoteWait + "=5s"}}
 	c.pair(60)
 	c.term = 1
 
@@ -72,7 +76,7 @@ func TestAgentAdoptsAPromotionThatOutlivedItsCall(t *testing.T) {
 		t.Fatalf("db-1 finished its promotion while the reader held its lock")
 	}
 	// The operator renews the lease as it re-sends the Spec, every few
-	// seconds; the promotion's minute used up the first one.
+	// seconds; in a pod, the promotion's minute used up the first one.
 	renew := func() { c.apply(1, primary) }
 	renew()
 	// The reader ends: the promotion finishes.

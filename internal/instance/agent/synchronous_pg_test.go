@@ -27,6 +27,7 @@ import (
 // now a standby, no longer has it; and a server made primary again no
 // longer reports the checkpoint of its earlier demotion.
 func TestAgentSynchronousReplication(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pair(0)
 	c.term = 1 // pair's
@@ -63,8 +64,8 @@ func TestAgentSynchronousReplication(t *testing.T) {
 	start := time.Now()
 	c.mustSQL(0, "INSERT INTO t VALUES (11)")
 	t.Logf("a commit with the standby streaming: %v", time.Since(start).Round(time.Millisecond))
-	if got := c.mustSQL(1, "SELECT count(*)::text FROM t WHERE n = 11"); got != "1" {
-		t.Errorf("row 11, acknowledged, is not on the synchronous standby db-1 at once (count %s)", got)
+	if got := c.flushedThenReplayed(1, "SELECT count(*)::text FROM t WHERE n = 11"); got != "1" {
+		t.Errorf("row 11, acknowledged, was not on the synchronous standby db-1 at once (count %s)", got)
 	}
 	if got := c.mustSQL(1, "SHOW synchronous_standby_names"); got != "" {
 		t.Errorf("the standby db-1 runs with synchronous_standby_names %q", got)
@@ -114,8 +115,8 @@ func TestAgentSynchronousReplication(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the commit of row 12 still waits 60 s after the standby was told to stream again")
 	}
-	if got := c.mustSQL(1, "SELECT count(*)::text FROM t WHERE n = 12"); got != "1" {
-		t.Errorf("row 12, acknowledged, is not on db-1 (count %s)", got)
+	if got := c.flushedThenReplayed(1, "SELECT count(*)::text FROM t WHERE n = 12"); got != "1" {
+		t.Errorf("row 12, acknowledged, was not on db-1 (count %s)", got)
 	}
 
 	// A switchover: db-1 is promoted with db-0 as its synchronous standby.
@@ -143,8 +144,8 @@ func TestAgentSynchronousReplication(t *testing.T) {
 		t.Errorf("db-0, now a standby, keeps the setting in postgresql.auto.conf:\n%s", auto)
 	}
 	c.mustSQL(1, "INSERT INTO t VALUES (13)")
-	if got := c.mustSQL(0, "SELECT count(*)::text FROM t WHERE n = 13"); got != "1" {
-		t.Errorf("row 13, acknowledged by db-1, is not on its synchronous standby db-0 (count %s)", got)
+	if got := c.flushedThenReplayed(0, "SELECT count(*)::text FROM t WHERE n = 13"); got != "1" {
+		t.Errorf("row 13, acknowledged by db-1, was not on its synchronous standby db-0 at once (count %s)", got)
 	}
 
 	// Asynchronous again: the setting goes with a reload.
@@ -169,4 +170,22 @@ func TestAgentSynchronousReplication(t *testing.T) {
 	if st := c.status(0); st.StoppedLSN != "" {
 		t.Errorf("db-0, a primary again, reports the checkpoint %s of its earlier demotion", st.StoppedLSN)
 	}
+}
+
+// flushedThenReplayed answers query on standby i as of the WAL it has
+// flushed now, once it has replayed that far. Called right after a
+// commit returned, it tells whether the commit was on the standby's disk
+// then, as synchronous_commit = on promises: the standby replays it, and
+// a query there sees it, a moment later (at once only with remote_apply).
+func (c *cluster) flushedThenReplayed(i int, query string) string {
+	c.t.Helper()
+	flushed := c.mustSQL(i, "SELECT pg_last_wal_receive_lsn()::text")
+	c.waitFor(fmt.Sprintf("db-%d to replay the WAL it had flushed, up to %s", i, flushed), 30*time.Second, func() error {
+		got, err := c.sql(i, "SELECT pg_last_wal_replay_lsn()::text")
+		if err != nil || parseLSN(c.t, got) < parseLSN(c.t, flushed) {
+			return fmt.Errorf("replayed up to %q, %w", got, err)
+		}
+		return nil
+	})
+	return c.mustSQL(i, query)
 }

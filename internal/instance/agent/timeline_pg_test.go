@@ -22,6 +22,7 @@ import (
 // when db-0 restarts detached (no WAL receiver at all, a failover
 // candidate) and when it is fenced (stopped).
 func TestAgentReportsAStandbysTimelineWithoutItsPrimary(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.pgFlags = append(c.pgFlags, "-c", "checkpoint_timeout=1h", "-c", "max_wal_size=1GB")
 	c.pair(60)
@@ -77,7 +78,10 @@ func TestAgentReportsAStandbysTimelineWithoutItsPrimary(t *testing.T) {
 		if st := c.status(0); st.Phase != instance.PhaseRunning || !st.InRecovery || !strings.Contains(string(log), "following no primary") {
 			return fmt.Errorf("phase %s, in recovery %v, not yet started following no primary", st.Phase, st.InRecovery)
 		}
-		return nil
+		// The agent reports its restarted server running a moment before
+		// the server takes connections.
+		_, err := c.sql(0, "SELECT 1::text")
+		return err
 	})
 	if got := c.mustSQL(0, "SELECT timeline_id::text FROM pg_control_checkpoint()"); got != "1" {
 		t.Logf("db-0's restart made a restartpoint on timeline %s", got)

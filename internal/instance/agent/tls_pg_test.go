@@ -160,6 +160,7 @@ func (c *cluster) psql(conninfo, query string) (string, error) {
 // TLS, verifying its upstream; a new certificate in the mounted files is
 // served after a reload, with the same postmaster.
 func TestTLSWithPostgreSQL(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	ca := newTestCA(t)
 	tlsDir := filepath.Join(c.base, "tls")
@@ -217,10 +218,7 @@ func TestTLSWithPostgreSQL(t *testing.T) {
 	t.Run("the standby streams over TLS, verifying its upstream", func(t *testing.T) {
 		c.start(1)
 		c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
-		c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-			_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
-			return err
-		})
+		c.waitSlots(slot1)
 		c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1})
 		c.waitFor("db-1 ready as a standby", 90*time.Second, func() error { return c.ready(1) })
 		got := c.mustSQL(0, "SELECT string_agg(r.application_name || ' ' || s.ssl::text, ',') FROM pg_stat_replication r JOIN pg_stat_ssl s USING (pid)")
@@ -281,6 +279,7 @@ func TestTLSWithPostgreSQL(t *testing.T) {
 // runs TLS too and the Spec says so, it restarts and streams with
 // sslmode=verify-full.
 func TestTLSUpgradeWithPostgreSQL(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	ca := newTestCA(t)
 	tlsDir := filepath.Join(c.base, "tls")
@@ -300,10 +299,7 @@ func TestTLSUpgradeWithPostgreSQL(t *testing.T) {
 	}
 	c.start(1)
 	c.apply(0, instance.Spec{Role: instance.RolePrimary, Slots: []string{slot1}, LeaseSeconds: 60})
-	c.waitFor("slot "+slot1+" on db-0", 10*time.Second, func() error {
-		_, err := c.sql(0, "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name = '"+slot1+"'")
-		return err
-	})
+	c.waitSlots(slot1)
 	c.apply(1, instance.Spec{Role: instance.RoleReplica, Upstream: h0, Slot: slot1, UpstreamPlaintext: true})
 	c.waitFor("db-1 streaming without TLS from db-0", 90*time.Second, func() error {
 		if err := c.ready(1); err != nil {

@@ -46,7 +46,8 @@ const appRoleAttributes = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATI
 
 // EnsureRoles sets up the roles on a primary (see the constants above). It
 // is idempotent, and a migration interrupted anywhere is finished by the
-// next call. No password is logged or put in an error.
+// next call. No password is logged or put in an error, nor sent to the
+// server: a role gets its password's SCRAM verifier (passwordClause).
 func (s *Server) EnsureRoles(ctx context.Context) error {
 	if s.cfg.AppUser == "" {
 		return nil // a configuration without an application user (tests)
@@ -77,7 +78,11 @@ func ensureRoles(ctx context.Context, d *DB, r roleNames, superPassword, appPass
 			verb = "CREATE"
 			logf("the superuser %s does not exist (a data directory of an earlier release): creating it", r.super)
 		}
-		_, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH SUPERUSER LOGIN PASSWORD %s", verb, ident(r.super), QuoteLiteral(superPassword)))
+		pw, err := passwordClause(ctx, c, r.super, superPassword)
+		if err != nil {
+			return err
+		}
+		_, err = c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH SUPERUSER LOGIN%s", verb, ident(r.super), pw))
 		return err
 	})
 	if err != nil {
@@ -110,11 +115,15 @@ func ensureRoles(ctx context.Context, d *DB, r roleNames, superPassword, appPass
 		if !appExists {
 			verb = "CREATE"
 		}
-		if _, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH %s PASSWORD %s", verb, ident(r.app), appRoleAttributes, QuoteLiteral(appPassword))); err != nil {
+		pw, err := passwordClause(ctx, c, r.app, appPassword)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH %s%s", verb, ident(r.app), appRoleAttributes, pw)); err != nil {
 			return fmt.Errorf("the application user %s: %w", r.app, err)
 		}
 		var owner string
-		err := c.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", r.database).Scan(&owner)
+		err = c.QueryRow(ctx, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", r.database).Scan(&owner)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			if _, err := c.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(r.database), ident(r.app))); err != nil {
@@ -208,6 +217,10 @@ func migrateBootstrapApp(ctx context.Context, d *DB, r roleNames, appPassword st
 				return err
 			}
 		}
+		verifier, err := ScramVerifier(appPassword)
+		if err != nil {
+			return fmt.Errorf("the password of %s: %w", r.app, err)
+		}
 		tx, err := c.Begin(ctx)
 		if err != nil {
 			return err
@@ -217,7 +230,7 @@ func migrateBootstrapApp(ctx context.Context, d *DB, r roleNames, appPassword st
 			fmt.Sprintf("ALTER ROLE %s RENAME TO %s", ident(r.app), ident(legacyBootstrapRole)),
 			fmt.Sprintf("ALTER ROLE %s WITH NOLOGIN", ident(legacyBootstrapRole)),
 			fmt.Sprintf("ALTER ROLE %s RENAME TO %s", ident(stagingAppRole), ident(r.app)),
-			fmt.Sprintf("ALTER ROLE %s WITH %s PASSWORD %s", ident(r.app), appRoleAttributes, QuoteLiteral(appPassword)),
+			fmt.Sprintf("ALTER ROLE %s WITH %s PASSWORD %s", ident(r.app), appRoleAttributes, QuoteLiteral(verifier)),
 		} {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return err

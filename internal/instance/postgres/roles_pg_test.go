@@ -25,12 +25,31 @@ const rolesPGBin = "/usr/lib/postgresql/15/bin"
 type pgServer struct {
 	socketDir string
 	port      int
+	// data is the data directory, log the server's log file.
+	data, log string
 }
 
 // startServer initialises a data directory whose bootstrap superuser is
 // bootstrap, creates database in it as that role (as the image's
 // entrypoint does for POSTGRES_DB), and starts the server.
 func startServer(t *testing.T, bootstrap, database string) *pgServer {
+	t.Helper()
+	return startServerWith(t, bootstrap, database, serverOptions{})
+}
+
+// serverOptions are how startServerWith differs from startServer.
+type serverOptions struct {
+	// initdbDefaults initialises the data directory as the official
+	// image's entrypoint does: initdb without authentication flags (it
+	// trusts the socket and every loopback address), then "host all all
+	// all scram-sha-256" appended to pg_hba.conf. Otherwise only the
+	// socket is trusted.
+	initdbDefaults bool
+	// flags are more of the server's flags.
+	flags string
+}
+
+func startServerWith(t *testing.T, bootstrap, database string, o serverOptions) *pgServer {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a PostgreSQL server: not in -short")
@@ -63,11 +82,27 @@ func startServer(t *testing.T, bootstrap, database string) *pgServer {
 	if err := os.WriteFile(pwfile, []byte("bootstrap-password\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run("initdb", "-D", data, "-U", bootstrap, "--pwfile="+pwfile, "--auth-local=trust", "--auth-host=scram-sha-256")
-	run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "log"), "-w", "-o",
-		fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s", port, dir), "start")
+	if o.initdbDefaults {
+		run("initdb", "-D", data, "-U", bootstrap, "--pwfile="+pwfile)
+		f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteString("\nhost all all all scram-sha-256\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		run("initdb", "-D", data, "-U", bootstrap, "--pwfile="+pwfile, "--auth-local=trust", "--auth-host=scram-sha-256")
+	}
+	logFile := filepath.Join(dir, "log")
+	run("pg_ctl", "-D", data, "-l", logFile, "-w", "-o",
+		fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s %s", port, dir, o.flags), "start")
 	t.Cleanup(func() { run("pg_ctl", "-D", data, "-m", "immediate", "stop") })
-	s := &pgServer{socketDir: dir, port: port}
+	s := &pgServer{socketDir: dir, port: port, data: data, log: logFile}
 	if database != "postgres" {
 		s.exec(t, s.socket(bootstrap, "postgres"), "CREATE DATABASE "+database)
 	}

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,15 +25,16 @@ type Config struct {
 	// Port the TCP port.
 	PGData, SocketDir string
 	Port              int
-	// User and Password are the superuser, POSTGRES_USER ("postgres");
-	// PasswordFile is the file of Password, which the image's entrypoint
-	// reads when it initializes an empty data directory.
-	User, Password, PasswordFile string
+	// User and Password are the superuser, POSTGRES_USER ("postgres"),
+	// who logs in over the Unix socket only (HBAConf).
+	User, Password string
 	// AppUser and AppPassword are the application's role, which owns
 	// AppDatabase and is no superuser (EnsureRoles). A data directory of
 	// an earlier release has AppUser as its bootstrap superuser.
 	AppUser, AppPassword, AppDatabase string
-	// ReplUser and ReplPassword are the replication role.
+	// ReplUser and ReplPassword are the replication role, as which
+	// standbys stream and clone and the agents do their work on another
+	// pod's server (EnsureReplicationRole).
 	ReplUser, ReplPassword string
 	// PodName is the standby's application_name on its upstream.
 	PodName string
@@ -157,11 +160,11 @@ func (s *Server) HaveData() bool {
 // in the socket directory (an emptyDir in the pod), not on the data volume.
 func (s *Server) passfile() string { return filepath.Join(s.cfg.SocketDir, ".dbkeeper.pgpass") }
 
-// WritePassfile writes the libpq password file (Passfile) of the replication role and the superuser.
+// WritePassfile writes the libpq password file (Passfile) of the
+// replication role, the only role the agent logs in as over TCP.
 func (s *Server) WritePassfile() error {
 	esc := func(s string) string { return strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(s) }
-	content := fmt.Sprintf("*:*:*:%s:%s\n*:*:*:%s:%s\n",
-		esc(s.cfg.ReplUser), esc(s.cfg.ReplPassword), esc(s.cfg.User), esc(s.cfg.Password))
+	content := fmt.Sprintf("*:*:*:%s:%s\n", esc(s.cfg.ReplUser), esc(s.cfg.ReplPassword))
 	tmp := s.passfile() + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
 		return err
@@ -189,6 +192,46 @@ func (s *Server) Conninfo(host, user, extra string) string {
 	}
 	return c
 }
+
+// replicationConninfo is a standby's primary_conninfo: the replication
+// role to upstream, named after the pod (the primary's
+// synchronous_standby_names and pg_stat_replication name it so), giving
+// up a connection attempt after replicationConnectTimeout: without it a
+// WAL receiver dialling a primary cut off from the network waits for the
+// kernel's SYN retries (over two minutes), streams from nothing, and logs
+// nothing meanwhile.
+func (s *Server) replicationConninfo(upstream string) string {
+	return s.Conninfo(upstream, s.cfg.ReplUser, fmt.Sprintf("application_name=%s connect_timeout=%d",
+		s.cfg.PodName, int(replicationConnectTimeout/time.Second)))
+}
+
+// replicationConnectTimeout bounds a WAL receiver's connection attempt.
+const replicationConnectTimeout = 5 * time.Second
+
+// RemoteConninfo is a connection string to the server of another pod,
+// host, as the replication role, in the postgres database: the agent's
+// rewinds and queries there (EnsureReplicationRole's grants).
+func (s *Server) RemoteConninfo(host string) string {
+	return s.Conninfo(host, s.cfg.ReplUser, "dbname=postgres")
+}
+
+// initPasswordFile is the file of initdb's one-time superuser password
+// (Start), in the socket directory, removed once the server answers.
+func (s *Server) initPasswordFile() string {
+	return filepath.Join(s.cfg.SocketDir, ".dbkeeper.init-password")
+}
+
+// writeInitPassword writes a new random password to initPasswordFile.
+func (s *Server) writeInitPassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	path := s.initPasswordFile()
+	return path, WriteFileAtomic(path, []byte(base64.RawURLEncoding.EncodeToString(b)+"\n"), 0o600)
+}
+
+func (s *Server) removeInitPassword() { _ = os.Remove(s.initPasswordFile()) }
 
 // Run is how Start runs the server.
 type Run struct {
@@ -223,16 +266,22 @@ func (s *Server) Start(run Run) (*Process, error) {
 	if err := s.WritePassfile(); err != nil {
 		return nil, fmt.Errorf("writing the password file: %w", err)
 	}
-	if err := s.prepareTLS(initializing); err != nil {
+	if err := s.prepareTLS(); err != nil {
 		return nil, err
+	}
+	if changed, err := s.writeHBA(); err != nil {
+		return nil, fmt.Errorf("writing pg_hba.conf: %w", err)
+	} else if changed {
+		s.logf("wrote pg_hba.conf (TLS required: %v)", s.cfg.TLSRequired)
 	}
 	args := append([]string{}, s.cfg.Entrypoint[1:]...)
 	args = append(args, s.cfg.ServerFlags...)
 	args = append(args, "-c", "unix_socket_directories="+s.cfg.SocketDir)
+	args = append(args, s.hbaFlags()...)
 	args = append(args, s.tlsFlags()...)
 	conninfo, slot := "", ""
 	if run.Standby && run.Upstream != "" {
-		conninfo = s.Conninfo(run.Upstream, s.cfg.ReplUser, "application_name="+s.cfg.PodName)
+		conninfo = s.replicationConninfo(run.Upstream)
 		slot = run.Slot
 		s.startedStandby()
 	}
@@ -242,10 +291,18 @@ func (s *Server) Start(run Run) (*Process, error) {
 	tail := &LogTail{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = os.Stdout, io.MultiWriter(os.Stderr, tail)
 	cmd.Env = append(os.Environ(), "PGDATA="+s.cfg.PGData, EnvSocketDir+"="+s.cfg.SocketDir)
-	if initializing && s.cfg.PasswordFile != "" {
-		// initdb's superuser password: the entrypoint reads the file
-		// (never the password itself in an environment or argv).
-		cmd.Env = append(cmd.Env, EnvPasswordFile+"="+s.cfg.PasswordFile)
+	if initializing {
+		// initdb's superuser password, which the official image's
+		// entrypoint requires. It exports what it reads from the file
+		// (file_env), so the server's environment, and that of every
+		// process it starts, holds it: it is a one-time password, not the
+		// Secret's, and EnsureRoles replaces it. The superuser logs in over
+		// the socket only, where no password is asked.
+		path, err := s.writeInitPassword()
+		if err != nil {
+			return nil, fmt.Errorf("writing the one-time password of initdb: %w", err)
+		}
+		cmd.Env = append(cmd.Env, EnvPasswordFile+"="+path)
 	}
 	if err := s.procs.Start(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", s.cfg.Entrypoint[0], err)
@@ -276,12 +333,14 @@ func (s *Server) WaitReady(ctx context.Context, p *Process) (ready bool, err err
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
+			s.removeInitPassword()
 			return false, &StartError{Err: p.err, Diverged: p.Diverged()}
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 		if s.db.Ping(ctx) == nil {
+			s.removeInitPassword() // initdb has run
 			return true, nil
 		}
 	}
@@ -439,10 +498,11 @@ func PositionsOf(cd map[string]string) (sysid string, pos []Position) {
 
 // Rewind runs pg_rewind against upstream on the stopped PGDATA and returns
 // what it printed (it reports its progress, and "no rewind required", on
-// its standard error). Its caller, rejoin, has written the password file,
-// to ask the upstream for a checkpoint first.
+// its standard error). It logs in as the replication role, which has
+// pg_rewind's grants (EnsureReplicationRole). Its caller, rejoin, has
+// written the password file, to ask the upstream for a checkpoint first.
 func (s *Server) Rewind(ctx context.Context, upstream string) (string, error) {
-	src := s.Conninfo(upstream, s.cfg.User, "dbname=postgres")
+	src := s.RemoteConninfo(upstream)
 	s.removeStalePIDFile()
 	return s.procs.CombinedOutput(ctx, s.toolEnv(), "pg_rewind", "--target-pgdata="+s.cfg.PGData, "--source-server="+src)
 }

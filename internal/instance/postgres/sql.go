@@ -44,12 +44,21 @@ func NewDB(socketDir string, port int, user, legacyUser string) *DB {
 // The agent's sessions commit with synchronous_commit local: its own
 // writes (roles, passwords), which it makes again on every primary, do
 // not wait for the synchronous standbys (spec.synchronous) that only
-// connect once the primary is set up.
+// connect once the primary is set up. They log none of their statements,
+// whatever the Database's parameters say (sessionLogging): a role's
+// password verifier is in some of them.
 func SocketConnString(socketDir string, port int, user, database string) string {
 	q := func(s string) string { return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'" }
-	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s application_name=dbkeeper-instance connect_timeout=5 synchronous_commit=local",
-		q(socketDir), port, q(user), q(database))
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s application_name=dbkeeper-instance connect_timeout=5 synchronous_commit=local %s",
+		q(socketDir), port, q(user), q(database), sessionLogging)
 }
+
+// sessionLogging are the settings, sent when the agent's session starts
+// (a superuser's may set them), that keep its statements out of the
+// server's log: not logged as statements (log_statement), nor for their
+// duration (log_min_duration_statement), nor beside an error they raise
+// (log_min_error_statement; the agent reports its errors itself).
+const sessionLogging = "log_statement=none log_min_duration_statement=-1 log_min_error_statement=panic"
 
 // connect dials the server as the agent's user, or, when that role does
 // not exist (a data directory of an earlier release whose bootstrap
@@ -107,10 +116,16 @@ func (d *DB) Ping(ctx context.Context) error {
 	})
 }
 
+// DefaultPromoteWait is how long Promote's pg_promote waits for the
+// promotion to finish, PostgreSQL's own default.
+const DefaultPromoteWait = 60 * time.Second
+
 // Promote runs pg_promote on a connection of its own, so that the
-// status and readiness queries are not held up while it waits.
-func (d *DB) Promote(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+// status and readiness queries are not held up while it waits, for at
+// most wait (whole seconds, at least one) for the promotion to finish.
+func (d *DB) Promote(ctx context.Context, wait time.Duration) error {
+	secs := max(1, int(wait/time.Second))
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+10*time.Second)
 	defer cancel()
 	c, err := d.connect(ctx)
 	if err != nil {
@@ -118,11 +133,11 @@ func (d *DB) Promote(ctx context.Context) error {
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+	if err := c.QueryRow(ctx, "SELECT pg_promote(true, $1)", secs).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok {
-		return errors.New("pg_promote did not finish within 60 s")
+		return fmt.Errorf("pg_promote did not finish within %d s", secs)
 	}
 	return nil
 }
@@ -150,9 +165,9 @@ const checkpointTimeout = 5 * time.Minute
 const currentTimeline = `('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
 
 // CheckpointedTimeline makes sure the primary at conninfo (as the
-// superuser) has written a checkpoint on the timeline it writes, running
-// CHECKPOINT there when its last one is of an earlier timeline, and
-// reports that timeline. pg_rewind of PostgreSQL 15 takes each server's
+// replication role, RemoteConninfo) has written a checkpoint on the
+// timeline it writes, running CHECKPOINT there (checkpointStatement) when
+// its last one is of an earlier timeline, and reports that timeline. pg_rewind of PostgreSQL 15 takes each server's
 // timeline from its control file, which a promotion (pg_promote ends
 // recovery without a checkpoint) updates only at the next checkpoint:
 // until then a rewind from it compares the wrong timelines. A server in
@@ -167,16 +182,18 @@ func (d *DB) CheckpointedTimeline(ctx context.Context, conninfo string) (tli uin
 	defer func() { _ = c.Close(context.Background()) }()
 	var inRecovery bool
 	var current, checkpointed int64
+	var version int
 	if err := c.QueryRow(ctx, `
 SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery() THEN 0 ELSE `+currentTimeline+` END,
-       (SELECT timeline_id FROM pg_control_checkpoint())::bigint`).Scan(&inRecovery, &current, &checkpointed); err != nil {
+       (SELECT timeline_id FROM pg_control_checkpoint())::bigint,
+       current_setting('server_version_num')::int`).Scan(&inRecovery, &current, &checkpointed, &version); err != nil {
 		return 0, err
 	}
 	if inRecovery || checkpointed >= current {
 		return uint32(checkpointed), nil
 	}
-	if _, err := c.Exec(ctx, "CHECKPOINT"); err != nil {
+	if _, err := c.Exec(ctx, checkpointStatement(version)); err != nil {
 		return 0, fmt.Errorf("CHECKPOINT on timeline %d (the last checkpoint is of timeline %d): %w", current, checkpointed, err)
 	}
 	return uint32(current), nil
@@ -211,30 +228,133 @@ func withRemote(ctx context.Context, conninfo string, f func(context.Context, *p
 }
 
 // EnsureReplicationRole creates the replication role, or sets its
-// password, attributes and login when it exists.
+// attributes, login and password when it exists, and gives it what the
+// agents of the other pods do on this server as it (replicationGrants).
 func (d *DB) EnsureReplicationRole(ctx context.Context, user, password string) error {
-	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+	return d.With(ctx, 30*time.Second, func(ctx context.Context, c *pgx.Conn) error {
 		var exists bool
-		if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", user).Scan(&exists); err != nil {
+		var version int
+		if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), current_setting('server_version_num')::int",
+			user).Scan(&exists, &version); err != nil {
 			return err
 		}
 		verb := "CREATE"
 		if exists {
 			verb = "ALTER"
 		}
-		// Utility statements take no parameters: quote as PostgreSQL does.
-		_, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH REPLICATION LOGIN PASSWORD %s", verb,
-			pgx.Identifier{user}.Sanitize(), QuoteLiteral(password)))
+		pw, err := passwordClause(ctx, c, user, password)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, fmt.Sprintf("%s ROLE %s WITH %s%s", verb, pgx.Identifier{user}.Sanitize(), replicationRoleAttributes, pw)); err != nil {
+			return err
+		}
+		for _, stmt := range replicationGrants(user, version) {
+			if _, err := c.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("%s: %w", stmt, err)
+			}
+		}
+		return nil
+	})
+}
+
+// replicationRoleAttributes are the replication role's attributes: it
+// logs in and replicates, and may do nothing a superuser, a role
+// administrator or a database creator may.
+const replicationRoleAttributes = "LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS"
+
+// replicationGrants are the statements, run in the postgres database,
+// that let the replication role do the agents' work on this server from
+// another pod, instead of the superuser, who logs in over the socket only:
+//
+//   - connect to the postgres database (its CONNECT is revoked from
+//     PUBLIC, EnsureRoles);
+//   - pg_rewind with this server as its source: the four functions its
+//     documentation grants ("pg_rewind", Notes). The agent reads a
+//     timeline's history file with one of them too (UpstreamHistory);
+//   - CHECKPOINT before a rewind (CheckpointedTimeline): the
+//     pg_checkpoint role from PostgreSQL 15 on; before it CHECKPOINT is
+//     the superuser's alone, so version 14 gets checkpointFunction, owned
+//     by the superuser, which runs it and nothing else.
+//
+// The role gains no reach it lacked: REPLICATION already lets it copy
+// every file of the data directory (BASE_BACKUP), with an immediate
+// checkpoint (pg_basebackup -c fast), and read the system identifier and
+// timeline history (IDENTIFY_SYSTEM, TIMELINE_HISTORY). pg_hba.conf admits
+// it to the postgres database and to replication only (HBAConf).
+func replicationGrants(user string, version int) []string {
+	role := pgx.Identifier{user}.Sanitize()
+	stmts := []string{
+		"GRANT CONNECT ON DATABASE postgres TO " + role,
+		"GRANT EXECUTE ON FUNCTION pg_catalog.pg_ls_dir(text, boolean, boolean) TO " + role,
+		"GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_file(text, boolean) TO " + role,
+		"GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_binary_file(text) TO " + role,
+		"GRANT EXECUTE ON FUNCTION pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean) TO " + role,
+	}
+	if version >= 150000 {
+		return append(stmts, "GRANT pg_checkpoint TO "+role)
+	}
+	return append(stmts,
+		"CREATE SCHEMA IF NOT EXISTS "+checkpointSchema,
+		"REVOKE ALL ON SCHEMA "+checkpointSchema+" FROM PUBLIC",
+		"CREATE OR REPLACE FUNCTION "+checkpointFunction+" RETURNS void LANGUAGE plpgsql SECURITY DEFINER "+
+			"SET search_path = pg_catalog, pg_temp AS $dbkeeper$BEGIN CHECKPOINT; END$dbkeeper$",
+		"REVOKE ALL ON FUNCTION "+checkpointFunction+" FROM PUBLIC",
+		"GRANT USAGE ON SCHEMA "+checkpointSchema+" TO "+role,
+		"GRANT EXECUTE ON FUNCTION "+checkpointFunction+" TO "+role,
+	)
+}
+
+// checkpointSchema and checkpointFunction are, before PostgreSQL 15, the
+// function that runs CHECKPOINT for the replication role
+// (replicationGrants), in the postgres database.
+const (
+	checkpointSchema   = "dbkeeper"
+	checkpointFunction = checkpointSchema + ".checkpoint()"
+)
+
+// checkpointStatement is how the replication role asks a server of
+// version for a checkpoint (replicationGrants).
+func checkpointStatement(version int) string {
+	if version >= 150000 {
+		return "CHECKPOINT"
+	}
+	return "SELECT " + checkpointFunction
+}
+
+// SetPassword sets the password of an existing role, as a SCRAM verifier,
+// when it is not already the role's.
+func (d *DB) SetPassword(ctx context.Context, user, password string) error {
+	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		pw, err := passwordClause(ctx, c, user, password)
+		if err != nil || pw == "" {
+			return err
+		}
+		_, err = c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH%s", pgx.Identifier{user}.Sanitize(), pw))
 		return err
 	})
 }
 
-// SetPassword sets the password of an existing role.
-func (d *DB) SetPassword(ctx context.Context, user, password string) error {
-	return d.With(ctx, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, fmt.Sprintf("ALTER ROLE %s WITH PASSWORD %s", pgx.Identifier{user}.Sanitize(), QuoteLiteral(password)))
-		return err
-	})
+// passwordClause is the clause of CREATE or ALTER ROLE that gives role
+// password: " PASSWORD '<SCRAM verifier>'", computed here with a new salt
+// (ScramVerifier), so that no statement holds the password itself; ""
+// when the role's stored verifier is already password's (ScramMatches),
+// so that an unchanged password is not written again. The error names
+// the role, never the password.
+func passwordClause(ctx context.Context, c *pgx.Conn, role, password string) (string, error) {
+	var stored *string
+	err := c.QueryRow(ctx, "SELECT rolpassword FROM pg_authid WHERE rolname = $1", role).Scan(&stored)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("reading the password verifier of %s: %w", role, err)
+	}
+	if stored != nil && ScramMatches(*stored, password) {
+		return "", nil
+	}
+	v, err := ScramVerifier(password)
+	if err != nil {
+		return "", fmt.Errorf("the password of %s: %w", role, err)
+	}
+	return " PASSWORD " + QuoteLiteral(v), nil
 }
 
 // QuoteLiteral quotes s as an SQL string literal.
@@ -455,9 +575,10 @@ SELECT coalesce((SELECT status || coalesce(' from ' || sender_host, '') FROM pg_
 	return fmt.Sprintf("WAL receiver %s, replay %s at %s", receiver, paused, replayed), nil
 }
 
-// UpstreamHistory reads, on the primary at conninfo (as the superuser),
-// its current timeline (of the WAL it writes), its system identifier, and
-// that timeline's history file ("" on timeline 1).
+// UpstreamHistory reads, on the primary at conninfo (as the replication
+// role, RemoteConninfo), its current timeline (of the WAL it writes), its
+// system identifier, and that timeline's history file ("" on timeline 1),
+// with pg_read_binary_file, which pg_rewind needs too (replicationGrants).
 func (d *DB) UpstreamHistory(ctx context.Context, conninfo string) (tli uint32, sysid, history string, err error) {
 	err = withRemote(ctx, conninfo, func(ctx context.Context, c *pgx.Conn) error {
 		var tl int64
@@ -470,9 +591,17 @@ SELECT `+currentTimeline+`,
 		if tli <= 1 {
 			return nil
 		}
-		return c.QueryRow(ctx, "SELECT pg_read_file($1)", HistoryFile(tli)).Scan(&history)
+		history, err = readHistory(ctx, c, tli)
+		return err
 	})
 	return tli, sysid, history, err
+}
+
+// readHistory reads timeline tli's history file on the server of c.
+func readHistory(ctx context.Context, c *pgx.Conn, tli uint32) (string, error) {
+	var history string
+	err := c.QueryRow(ctx, "SELECT convert_from(pg_read_binary_file($1), 'UTF8')", HistoryFile(tli)).Scan(&history)
+	return history, err
 }
 
 // HistoryFile is the path, in the data directory, of timeline tli's

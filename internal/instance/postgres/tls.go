@@ -221,11 +221,8 @@ func (s *Server) PollTLS(ctx context.Context) {
 	s.logf("reloaded the server: new connections get the new TLS certificate")
 }
 
-// prepareTLS readies a server start: the agent's copy of the TLS files,
-// and, on an existing data directory, pg_hba.conf's lines for
-// EnvTLSRequired (hbaConf). The entrypoint writes pg_hba.conf of a data
-// directory it initializes; the primary's setup brings it in line then.
-func (s *Server) prepareTLS(initializing bool) error {
+// prepareTLS readies a server start: the agent's copy of the TLS files.
+func (s *Server) prepareTLS() error {
 	if changed, what, err := s.installTLS(); err != nil {
 		return fmt.Errorf("installing the server's TLS certificate: %w", err)
 	} else if changed {
@@ -233,16 +230,6 @@ func (s *Server) prepareTLS(initializing bool) error {
 		s.tls.mu.Lock()
 		s.tls.reloadDue = false // the server starts with it
 		s.tls.mu.Unlock()
-	}
-	if initializing {
-		return nil
-	}
-	changed, err := s.rewriteHBA(filepath.Join(s.cfg.PGData, "pg_hba.conf"))
-	if err != nil {
-		return fmt.Errorf("pg_hba.conf: %w", err)
-	}
-	if changed {
-		s.logf("rewrote pg_hba.conf: TLS required %v", s.cfg.TLSRequired)
 	}
 	return nil
 }
