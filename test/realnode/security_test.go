@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,8 +168,13 @@ spec:
 	step("kubectl port-forward reaches no superuser: a wrong password and its own are refused", func(t subtest) {
 		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
 		creds := s.secret(vault + "-credentials")
-		local := s.portForward(t, vault+"-0", 5432)
+		// A tunnel per login, as an attacker would open: kubectl
+		// port-forward exits once a connection it forwards ends with an
+		// error on the pod's side ("lost connection to pod"), as a refused
+		// login does.
 		login := func(user, password, database string) error {
+			local, stop := s.portForward(t, vault+"-0", 5432)
+			defer stop()
 			u := url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: local, Path: database,
 				RawQuery: "connect_timeout=5&sslmode=require"}
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -355,7 +361,13 @@ spec:
 			if err != nil {
 				return err.Error()
 			}
-			_ = c.Close(context.Background())
+			defer func() { _ = c.Close(context.Background()) }()
+			// A statement of its own (the simple protocol: "statement:"),
+			// so that the scan below has a logged statement to prove it
+			// looks at what log_statement=all writes.
+			if _, err := c.Exec(context.Background(), "SELECT 'a logged statement'"); err != nil {
+				return err.Error()
+			}
 			return ""
 		})
 		s.waitReady(vault, 5*time.Minute)
@@ -386,9 +398,10 @@ spec:
 }
 
 // portForward runs kubectl port-forward to port of pod, as anyone allowed
-// to port-forward in the namespace can, until the test ends, and returns
-// the local address it listens on.
-func (s *suite) portForward(t testing.TB, pod string, port int) string {
+// to port-forward in the namespace can, and returns the local address it
+// listens on and the function that stops it (at the latest when the test
+// ends).
+func (s *suite) portForward(t testing.TB, pod string, port int) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, filepath.Join(s.env.Cluster.BinDir, devcluster.Kubectl), "port-forward", "-n", ns,
@@ -403,10 +416,14 @@ func (s *suite) portForward(t testing.TB, pod string, port int) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	// "Forwarding from 127.0.0.1:41234 -> 5432"
 	lines := make(chan string, 1)
 	go func() {
@@ -421,13 +438,12 @@ func (s *suite) portForward(t testing.TB, pod string, port int) string {
 	}()
 	select {
 	case addr := <-lines:
-		return addr
+		return addr, stop
 	case <-time.After(30 * time.Second):
-		cancel()
-		_ = cmd.Wait()
+		stop()
 		t.Fatalf("kubectl port-forward to %s:%d printed no address within 30 s: %s", pod, port, stderr.String())
 	}
-	return ""
+	return "", stop
 }
 
 // writeManifest writes a manifest into the suite's directory and returns
