@@ -81,6 +81,8 @@ func notPromotable(c Cluster, in Instance, streamedAfter time.Time) string {
 		return "it is not in recovery, so not a standby"
 	case a.Upstream != c.Primary:
 		return fmt.Sprintf("it follows %q, not the primary %q", a.Upstream, c.Primary)
+	case c.Timeline != 0 && a.Timeline == 0:
+		return "its timeline is not known yet (its server is starting)"
 	case c.Timeline != 0 && a.Timeline != c.Timeline:
 		return fmt.Sprintf("it is on timeline %d, the primary on %d", a.Timeline, c.Timeline)
 	case !a.Streaming && a.LastStreamed.IsZero():

@@ -109,6 +109,11 @@ func TestCandidate(t *testing.T) {
 			wantErr: []string{"orders-1: it is on timeline 3, the primary on 4"},
 		},
 		{
+			name:    "never promotes a standby whose timeline is not known yet, and says so",
+			c:       cluster(primary, pod(1, agent(func(a *AgentStatus) { a.Timeline = 0 }))),
+			wantErr: []string{"orders-1: its timeline is not known yet (its server is starting)"},
+		},
+		{
 			name:    "never promotes a standby that never streamed",
 			c:       cluster(primary, pod(1, stoppedStreaming(time.Time{}))),
 			wantErr: []string{"orders-1: it has never streamed from the primary"},

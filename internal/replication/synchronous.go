@@ -77,6 +77,9 @@ func SynchronousCandidate(c Cluster, candidate Instance, streamedAfter time.Time
 		case in.Agent.Position() == 0:
 			missing = append(missing, name+": it reports no WAL position")
 			continue
+		case c.Timeline != 0 && in.Agent.Timeline == 0:
+			missing = append(missing, name+": its timeline is not known yet (its server is starting)")
+			continue
 		case c.Timeline != 0 && in.Agent.Timeline != c.Timeline:
 			missing = append(missing, fmt.Sprintf("%s: it is on timeline %d, the primary on %d", name, in.Agent.Timeline, c.Timeline))
 			continue
