@@ -6,9 +6,11 @@
 // Services, so that cluster DNS, kube-proxy, the probes, the volumes and the
 // parameters are all exercised for real.
 //
-// It needs root, runc and the CNI plugins (.ci/run installs them), the
-// binaries of make node-tools (make test builds them) and the images of make
-// engine-images; it skips, saying which, when runc or the images are
+// It needs root, runc and the CNI plugins (make test's set-up installs
+// them), the binaries of make node-tools and the images of make
+// engine-images (make test builds both when missing; a go test run alone
+// uses whatever images the cache holds, so run make engine-images after
+// changing the agent); it skips, saying which, when runc or the images are
 // missing.
 //
 // The upgrade scenario runs first and alone (it runs the previous release's
@@ -16,7 +18,9 @@
 // release's manager and instance image are built once and cached under the
 // cache directory's releases/). The other scenarios then run in parallel on
 // the one cluster, each on Databases of its own names, the steps of a
-// scenario in order (suite.parallel): most of their time is waiting for
-// servers, failovers and restores. The two backup scenarios share one
-// slot, since the first stops the object store.
+// scenario in order (suite.parallel), three at a time, the longest first:
+// most of their time is waiting for servers, failovers and restores. The
+// two backup scenarios share one slot, since the first stops the object
+// store. The short fault schedule is one of them; TestRealNodeFaultSchedule
+// runs the long one alone (make test-faults).
 package realnode
