@@ -1,41 +1,23 @@
 package agent_test
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 )
 
 // loginFromLoopback logs in to ordinal i's server as user with password
 // to database, over TCP from 127.0.0.1: where `kubectl port-forward`
 // connects from inside a pod.
 func (c *cluster) loginFromLoopback(i int, user, password, database string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d dbname=%s sslmode=disable connect_timeout=5", c.ip(i), c.port, database))
-	if err != nil {
-		return err
-	}
-	cfg.User, cfg.Password = user, password
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
-	cfg.DialFunc = d.DialContext
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
-	var who string
-	return conn.QueryRow(ctx, "SELECT current_user").Scan(&who)
+	return pgtest.LoginFromLoopback(c.ip(i), c.port, user, password, database)
 }
 
 // TestAgentAdmitsNoSuperuserOverTCP runs an agent with the test image's

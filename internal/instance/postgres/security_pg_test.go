@@ -3,14 +3,14 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 )
 
 const testReplUser = "dbkeeper_replication"
@@ -33,22 +33,7 @@ func (s *pgServer) plainSocket(user, database string) string {
 // from 127.0.0.1, the address `kubectl port-forward` connects from in a
 // pod, and runs SELECT current_user.
 func (s *pgServer) loginFromLoopback(user, password, database string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=127.0.0.1 port=%d dbname=%s sslmode=disable connect_timeout=5", s.port, database))
-	if err != nil {
-		return err
-	}
-	cfg.User, cfg.Password = user, password
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}}
-	cfg.DialFunc = d.DialContext
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	var who string
-	return c.QueryRow(ctx, "SELECT current_user").Scan(&who)
+	return pgtest.LoginFromLoopback("127.0.0.1", s.port, user, password, database)
 }
 
 // TestEnsureHBAOnInitdbDefaults starts from what the official image leaves
