@@ -166,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(a.cfg.SocketDir, 0o2775); err != nil {
+	if err := a.pg.MakeSocketDir(); err != nil {
 		return err
 	}
 	if a.cfg.TLSCert == "" || a.cfg.TLSKey == "" || a.cfg.ClientCA == "" {

@@ -2,15 +2,14 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 )
 
 // The restore of ordinal 0 of a Database with spec.bootstrap.recovery
@@ -118,11 +117,8 @@ func (a *Agent) restoreBackup(ctx context.Context) error {
 		return recoveryFailure("downloading backup "+b.ID, err)
 	}
 	dir := archiver.RestoreDir(a.cfg.PGData)
-	if err := os.WriteFile(filepath.Join(dir, "recovery.signal"), nil, 0o600); err != nil {
-		return recoveryFailure("writing recovery.signal", err)
-	}
-	if err := os.Remove(filepath.Join(dir, "standby.signal")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return recoveryFailure("removing standby.signal", err)
+	if err := postgres.MarkRecovery(dir); err != nil {
+		return recoveryFailure("preparing the backup's recovery", err)
 	}
 	if err := a.pg.SwapIn(dir); err != nil {
 		return recoveryFailure("swapping the restored backup in", err)

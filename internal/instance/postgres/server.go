@@ -70,6 +70,10 @@ func NewServer(cfg Config, procs *Procs, logf func(format string, args ...any)) 
 	return &Server{cfg: cfg, procs: procs, db: NewDB(cfg.SocketDir, cfg.Port, cfg.User, cfg.AppUser), logf: logf}
 }
 
+// MakeSocketDir creates the server's Unix socket directory, setgid and
+// group-writable (0o2775), if it is missing.
+func (s *Server) MakeSocketDir() error { return os.MkdirAll(s.cfg.SocketDir, 0o2775) }
+
 // DB is the server's SQL connection.
 func (s *Server) DB() *DB { return s.db }
 
@@ -435,6 +439,19 @@ func (s *Server) Basebackup(ctx context.Context, upstream, slot string) error {
 	}
 	if err := s.SwapIn(side); err != nil {
 		return fmt.Errorf("swapping the new clone in: %w", err)
+	}
+	return nil
+}
+
+// MarkRecovery makes dir, a restored base backup, start in targeted
+// recovery rather than as a standby: it writes recovery.signal and
+// removes standby.signal.
+func MarkRecovery(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "recovery.signal"), nil, 0o600); err != nil {
+		return fmt.Errorf("writing recovery.signal: %w", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "standby.signal")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing standby.signal: %w", err)
 	}
 	return nil
 }
