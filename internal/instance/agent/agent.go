@@ -160,34 +160,64 @@ func (a *Agent) kick() {
 }
 
 // Run serves HTTP and runs the server until ctx ends, then stops the
-// server with a fast shutdown and returns.
+// server with a fast shutdown and returns. It reads as the policy: read
+// the persisted state, serve the operator, plan the start (initialize,
+// clone or restore later, or start as before), start, and then, every
+// pass of the loop, poll the server, decide, act and report (step).
 func (a *Agent) Run(ctx context.Context) error {
 	st, haveState, err := readState(a.cfg.StateFile)
 	if err != nil {
 		return err
 	}
-	if err := a.pg.MakeSocketDir(); err != nil {
+	addr, stopServing, err := a.serveAPI()
+	if err != nil {
 		return err
 	}
+	defer stopServing()
+	a.startWatchers(ctx)
+	a.planBoot(st, haveState, addr)
+	if err := a.startUp(ctx, st); err != nil {
+		return err
+	}
+	return a.loop(ctx)
+}
+
+// serveAPI checks the agent's TLS files, listens on Config.Listen and
+// serves the operator's API over mutual TLS in the background. It returns
+// the address it listens on and a function that shuts the server down.
+// The server's socket directory is made first: the handlers query the
+// server over it.
+func (a *Agent) serveAPI() (net.Addr, func(), error) {
+	if err := a.pg.MakeSocketDir(); err != nil {
+		return nil, nil, err
+	}
 	if a.cfg.TLSCert == "" || a.cfg.TLSKey == "" || a.cfg.ClientCA == "" {
-		return errNoTLSFiles
+		return nil, nil, errNoTLSFiles
 	}
 	files := &agentTLSFiles{certFile: a.cfg.TLSCert, keyFile: a.cfg.TLSKey, caFile: a.cfg.ClientCA, recheck: tlsRecheck, logf: a.logf}
 	if _, _, err := files.current(time.Now()); err != nil {
-		return fmt.Errorf("the agent's TLS files: %w", err)
+		return nil, nil, fmt.Errorf("the agent's TLS files: %w", err)
 	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: log.New(quietHandshakes{a.log.Writer()}, a.log.Prefix(), a.log.Flags())}
 	go func() { _ = srv.Serve(tls.NewListener(ln, files.serverTLS())) }()
-	defer func() {
+	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-	}()
+	}
+	return ln.Addr(), stop, nil
+}
+
+// startWatchers starts, until ctx ends, what runs beside the loop: the
+// reaper of the agent's children, the lease watchdog, the metrics
+// endpoint, continuous archiving's status (with the backup sidecar) and
+// the watch on the server's TLS files (with TLS).
+func (a *Agent) startWatchers(ctx context.Context) {
 	go a.procs.Reap(ctx)
 	go a.watchdog(ctx)
 	go a.serveMetrics(ctx)
@@ -197,13 +227,24 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.TLSDir != "" {
 		go a.pg.WatchTLS(ctx)
 	}
+}
 
+// planBoot adopts the persisted state st and decides how the server
+// starts (decideBoot).
+func (a *Agent) planBoot(st persisted, haveState bool, addr net.Addr) {
 	a.mu.Lock()
 	a.st = st
 	a.boot = decideBoot(a.pg.HaveData(), a.cfg.Ordinal, st, haveState, a.cfg.Recovery != nil)
 	a.mu.Unlock()
-	a.logf("listening on %s; pod %s; data %s; at start: %s", ln.Addr(), a.cfg.PodName, a.cfg.PGData, a.boot)
+	a.logf("listening on %s; pod %s; data %s; at start: %s", addr, a.cfg.PodName, a.cfg.PGData, a.boot)
+}
 
+// startUp takes the start the plan says: stay fenced, wait for a Spec,
+// initialize a new data directory, start as a primary or a standby as
+// before, hold the server stopped, or leave a restore to the loop. A
+// server that fails to start is the loop's to retry; only a failure to
+// persist the state is returned.
+func (a *Agent) startUp(ctx context.Context, st persisted) error {
 	switch {
 	case st.Fenced:
 		a.setPhase(instance.PhaseFenced)
@@ -241,18 +282,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		_ = a.start(ctx, modeStandby, up, slot)
 	}
+	return nil
+}
 
+// loop takes a step every half second, or at once when kicked (a Spec
+// arrived, the server exited), until ctx ends or the agent must exit
+// (fatalErr); then it shuts the server down.
+func (a *Agent) loop(ctx context.Context) error {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			a.logf("stopping: fast shutdown of the server")
-			leased := a.leasedPrimary()
-			a.stopServer(0)
-			if leased || a.fenceUnreported() {
-				a.lingerForFence(fenceLinger)
-			}
+			a.shutdown()
 			return nil
 		case <-tick.C:
 		case <-a.kickCh:
@@ -261,6 +303,18 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		a.step(ctx)
+	}
+}
+
+// shutdown stops the server with a fast shutdown as the agent ends and,
+// for a replicated primary or a fence not reported yet, keeps answering
+// until the operator has seen the fence (lingerForFence).
+func (a *Agent) shutdown() {
+	a.logf("stopping: fast shutdown of the server")
+	leased := a.leasedPrimary()
+	a.stopServer(0)
+	if leased || a.fenceUnreported() {
+		a.lingerForFence(fenceLinger)
 	}
 }
 
@@ -410,91 +464,157 @@ func (a *Agent) running() bool {
 	return false
 }
 
-// step is one pass of the loop: track replication, check the lease, and
-// take the next action towards the Spec.
+// observation is what one pass of the loop starts from: the server as
+// polled (current), a copy of the last Spec (nil before any), the fences
+// counted when it was taken, and whether a restart must still wait after
+// an unexpected exit.
+type observation struct {
+	cur       current
+	spec      *instance.Spec
+	fences    int
+	waitStart bool
+}
+
+// step is one pass of the loop: poll the server, decide, act, report. A
+// restore, and a server without a Spec, take their own ways; a stuck
+// standby is examined before any decision.
 func (a *Agent) step(ctx context.Context) {
+	ob := a.observe(ctx)
+	if ob.cur.St.Restoring {
+		// Nothing else until the restored server is promoted: a Spec is
+		// kept, and converged on afterwards.
+		a.restoreStep(ctx, ob.cur.Running, ob.waitStart)
+		return
+	}
+	a.finishInitializing(ob.cur)
+	if ob.spec == nil {
+		a.keepWithoutSpec(ctx, ob)
+		return
+	}
+	spec := *ob.spec
+	a.noteSyncWant(spec)
+	a.preferStreaming(ob.cur.Running, spec)
+	if a.stuckStandby(ctx, ob.cur.Running, spec) {
+		a.recordErr(a.unstick(ctx, spec))
+		return
+	}
+	act, ok := a.decideAction(ob)
+	if !ok {
+		return
+	}
+	err := a.act(ctx, act, spec, ob.fences)
+	a.report(act, ob.spec, err)
+}
+
+// observe notices an exit of the server, polls it while it runs (poll)
+// and takes the pass's observation.
+func (a *Agent) observe(ctx context.Context) observation {
 	running := a.running()
 	if running {
 		a.poll(ctx)
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	var spec *instance.Spec
 	if a.spec != nil {
 		s := *a.spec
 		spec = &s
 	}
-	fences := a.fences
-	cur := current{
-		HaveData: a.pg.HaveData(), Running: running, Mode: a.mode,
-		Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
-		Diverged: a.diverged, UpstreamPlaintext: a.pg.RunningPlain(),
+	return observation{
+		cur: current{
+			HaveData: a.pg.HaveData(), Running: running, Mode: a.mode,
+			Upstream: a.runUpstream, Slot: a.runSlot, St: a.st,
+			Diverged: a.diverged, UpstreamPlaintext: a.pg.RunningPlain(),
+		},
+		spec:      spec,
+		fences:    a.fences,
+		waitStart: time.Now().Before(a.nextStart),
 	}
-	waitStart := time.Now().Before(a.nextStart)
+}
+
+// finishInitializing clears the persisted Initializing once the
+// initialized server runs.
+func (a *Agent) finishInitializing(cur current) {
+	if !cur.St.Initializing || !cur.Running || !a.phaseIs(instance.PhaseRunning) {
+		return
+	}
+	a.mu.Lock()
+	a.st.Initializing = false
 	a.mu.Unlock()
+	a.recordErr(a.saveState())
+}
 
-	if cur.St.Restoring {
-		// Nothing else until the restored server is promoted: a Spec is
-		// kept, and converged on afterwards.
-		a.restoreStep(ctx, running, waitStart)
-		return
+// keepWithoutSpec runs a server no Spec has reached: a single server,
+// which gets none, or one whose operator has not spoken yet. Its roles
+// are set up once per start, as a primary's are (setupPrimary), and it is
+// restarted as it was after an exit.
+func (a *Agent) keepWithoutSpec(ctx context.Context, ob observation) {
+	running, cur := ob.cur.Running, ob.cur
+	if running && cur.Mode == modePrimary && a.phaseIs(instance.PhaseRunning) {
+		a.recordErr(a.ensureRolesOnce(ctx))
 	}
+	if !running && !ob.waitStart && a.mode != modeNone && !cur.St.Fenced && !cur.Diverged {
+		_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
+	}
+}
 
-	if cur.St.Initializing && running && a.phaseIs(instance.PhaseRunning) {
-		a.mu.Lock()
-		a.st.Initializing = false
-		a.mu.Unlock()
-		a.recordErr(a.saveState())
-	}
-	if spec == nil {
-		// A single server gets no Spec: its roles are set up once per
-		// start, as a primary's are (setupPrimary).
-		if running && cur.Mode == modePrimary && a.phaseIs(instance.PhaseRunning) {
-			a.recordErr(a.ensureRolesOnce(ctx))
-		}
-		// Before any Spec: restart the server as it was after an exit.
-		if !running && !waitStart && a.mode != modeNone && !cur.St.Fenced && !cur.Diverged {
-			_ = a.start(ctx, a.mode, a.runUpstream, a.runSlot)
-		}
+// noteSyncWant records the synchronous_standby_names a primary Spec wants
+// (convergeSync, syncBeforeStart).
+func (a *Agent) noteSyncWant(spec instance.Spec) {
+	if spec.Role != instance.RolePrimary {
 		return
 	}
-	if spec.Role == instance.RolePrimary {
-		want := wantedSync(*spec)
-		a.mu.Lock()
-		a.syncWant = &want
-		a.mu.Unlock()
-	}
-	a.preferStreaming(running, *spec)
-	if a.stuckStandby(ctx, running, *spec) {
-		a.recordErr(a.unstick(ctx, *spec))
-		return
-	}
-	act := decide(cur, *spec)
-	if waitStart && (act == actStartPrimary || act == actStartStandby) {
-		return
+	want := wantedSync(spec)
+	a.mu.Lock()
+	a.syncWant = &want
+	a.mu.Unlock()
+}
+
+// decideAction decides the pass's action (decide) and whether to take it
+// now: a start waits out the pause after an unexpected exit, and any
+// action but a fence waits out the back-off after a failure (backingOff).
+func (a *Agent) decideAction(ob observation) (action, bool) {
+	act := decide(ob.cur, *ob.spec)
+	if ob.waitStart && (act == actStartPrimary || act == actStartStandby) {
+		return act, false
 	}
 	if act != actFence && act != actNone && a.backingOff() {
-		return
+		return act, false
 	}
 	if act != actNone {
-		a.logf("converging on %s: %s", describeSpec(*spec), act)
+		a.logf("converging on %s: %s", describeSpec(*ob.spec), act)
 	}
-	err := a.apply(ctx, act, *spec, fences)
+	return act, true
+}
+
+// act takes the action (apply), then keeps a primary serving its
+// standbys (setupPrimary) and the running server's synchronous setting
+// on the Spec's (convergeSync).
+func (a *Agent) act(ctx context.Context, act action, spec instance.Spec, fences int) error {
+	err := a.apply(ctx, act, spec, fences)
 	if err == nil && spec.Role == instance.RolePrimary && (act == actNone || act == actPromote || act == actStartPrimary) {
-		err = a.setupPrimary(ctx, *spec)
+		err = a.setupPrimary(ctx, spec)
 	}
 	if err == nil {
 		err = a.convergeSync(ctx)
 	}
+	return err
+}
+
+// report records the pass's error for the Status (recordErr) and, after a
+// failed action, backs off before trying spec again: 2 s, or stuckRecheck
+// while stuck (it waits for a human, not in a loop).
+func (a *Agent) report(act action, spec *instance.Spec, err error) {
 	a.recordErr(err)
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err != nil && act != actNone && act != actWait {
 		wait := 2 * time.Second
 		if a.stuck != nil {
-			wait = stuckRecheck // it waits for a human, not in a loop
+			wait = stuckRecheck
 		}
 		a.retryAt, a.retrySpec = time.Now().Add(wait), spec
 	}
-	a.mu.Unlock()
 }
 
 // backingOff is true for a while after an action failed, unless another
