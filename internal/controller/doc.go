@@ -87,11 +87,12 @@
 // promotes only for the term it was told, and the change completes in a
 // later reconcile when it answers writable in that term. On the agents'
 // side (internal/instance/agent): http.go takes each Spec after checking
-// its term (decide.go's checkTerm), agent.go's loop applies it (decide
-// chooses the action, apply promotes through internal/instance/postgres's
-// DB.Promote), and the lease watchdog in agent.go fences a primary whose
+// its term (decide.go's checkTerm), agent.go's loop converges on it (each
+// step polls the server, decide.go's decide chooses the action, and
+// actions.go's apply promotes through internal/instance/postgres's
+// DB.Promote), and the lease watchdog in fence.go fences a primary whose
 // lease ran out. The old primary, back, is fenced by its own lease and
-// rejoins as a standby through pg_rewind (agent.go's rejoin, with
+// rejoins as a standby through pg_rewind (actions.go's rejoin, with
 // postgres.Server.Rewind). docs/replication.md §9–§13 tell the same story
 // with the reasons.
 package controller

@@ -42,4 +42,9 @@
 //	  - internal/instance/agent is the agent on top of both: its loop, its
 //	    persisted state, its pure decisions (decide.go), its HTTP server, and
 //	    its side of the backup sidecar (archiving, base backups, restore).
+//	  - internal/archiver is the backup sidecar, in a container of its own;
+//	    the agent calls it through its Client. This contract carries the
+//	    sidecar's answers as they are (Archiving.Sidecar, BackupState.Result,
+//	    RetentionAnswer.Backups), so it imports that package's types; the
+//	    sidecar imports nothing of the agent's rooms.
 package instance

@@ -5,8 +5,10 @@
 // (EnsureRoles), pg_hba.conf (HBAConf), postgresql.auto.conf
 // (WriteAutoConf), the TLS files the server reads (WatchTLS), and the
 // tools run on its data directory: pg_basebackup, pg_rewind,
-// pg_controldata (Basebackup, Rewind, ControlData), with the child
-// processes reaped when the agent is PID 1 (Procs).
+// pg_controldata (Basebackup, Rewind, ControlData), the files around it
+// (its socket directory, a restored backup's recovery.signal, the swap of
+// a new data directory: MakeSocketDir, MarkRecovery, SwapIn), with the
+// child processes reaped when the agent is PID 1 (Procs).
 //
 // It does what it is asked on the server as it is; it must not know why.
 // Fencing terms, leases, Specs, the operator and its contract
