@@ -146,6 +146,9 @@ const (
 	serverPkg   = module + "/internal/instance/postgres"
 	agentPkg    = module + "/internal/instance/agent"
 	agentBinary = module + "/cmd/dbkeeper-instance"
+	// sidecarPkg is the backup sidecar, in a container of its own: the
+	// agent calls it, the contract carries its answers.
+	sidecarPkg = module + "/internal/archiver"
 )
 
 // reachableFrom says which product packages may depend, directly or not,
@@ -158,10 +161,12 @@ var reachableFrom = map[string][]string{
 
 // forbidden says what each room must not depend on: the contract none of
 // the agent's code, the server nothing of the agent, the contract or the
+// operator, and the backup sidecar nothing of the agent's rooms or the
 // operator.
 var forbidden = map[string][]string{
 	contractPkg: {serverPkg, agentPkg},
 	serverPkg:   {contractPkg, agentPkg, module + "/internal/controller", module + "/internal/desired", module + "/api/v1alpha1"},
+	sidecarPkg:  {contractPkg, serverPkg, agentPkg, module + "/internal/controller", module + "/internal/desired", module + "/api/v1alpha1"},
 }
 
 // arrowViolations returns, for each product package, the dependencies that
@@ -205,8 +210,8 @@ func TestInstanceArrowsRunOneWay(t *testing.T) {
 // TestArrowViolations shows the check catches each way back: the
 // controller reaching the server code (directly or through the agent), the
 // contract depending on the agent, the server on the contract or the
-// agent, and another product using the agent; and that it allows the
-// agent's own arrows.
+// agent, the backup sidecar on the contract, and another product using
+// the agent; and that it allows the agent's own arrows.
 func TestArrowViolations(t *testing.T) {
 	pkgs := []listed{
 		{ImportPath: module + "/internal/controller", Deps: []string{contractPkg, serverPkg}},
@@ -216,9 +221,11 @@ func TestArrowViolations(t *testing.T) {
 		{ImportPath: agentPkg, Deps: []string{contractPkg, serverPkg}},
 		{ImportPath: agentBinary, Deps: []string{agentPkg, serverPkg, contractPkg}},
 		{ImportPath: module + "/internal/test/devcluster", Deps: []string{agentPkg}},
+		{ImportPath: sidecarPkg, Deps: []string{contractPkg, module + "/internal/replication"}},
 	}
 	got := arrowViolations(pkgs)
 	want := []string{
+		sidecarPkg + " -> " + contractPkg,
 		module + "/internal/controller -> " + serverPkg,
 		module + "/internal/desired -> " + agentPkg,
 		module + "/internal/desired -> " + serverPkg,
