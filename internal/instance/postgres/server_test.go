@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,5 +36,34 @@ func TestReplicationConninfoGivesUpConnecting(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("primary_conninfo %q lacks %q", got, want)
 		}
+	}
+}
+
+// TestMarkRecoveryStartsARestoredBackupInRecovery: a restored base backup
+// that holds standby.signal would start as a standby, not recover to its
+// target; MarkRecovery replaces it with recovery.signal, marks a backup
+// without one all the same, and names the file it could not write.
+func TestMarkRecoveryStartsARestoredBackupInRecovery(t *testing.T) {
+	for name, standby := range map[string]bool{"with standby.signal": true, "without": false} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if standby {
+				if err := os.WriteFile(filepath.Join(dir, "standby.signal"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := MarkRecovery(dir); err != nil {
+				t.Fatalf("MarkRecovery: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "recovery.signal")); err != nil {
+				t.Errorf("no recovery.signal: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "standby.signal")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("standby.signal is still there (%v)", err)
+			}
+		})
+	}
+	if err := MarkRecovery(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "recovery.signal") {
+		t.Errorf("MarkRecovery of a missing directory: %v, want an error naming recovery.signal", err)
 	}
 }
