@@ -165,9 +165,17 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 	if a.st.Fenced && !serverUp {
 		a.fenceReported = true
 	}
+	fenced := a.st.Fenced && !serverUp
+	phase := a.phase
+	if fenced {
+		// fence persists the fence before it sets the phase (and a
+		// lingering agent exits once a status has reported it): a status
+		// that reports the fence says the phase it means.
+		phase = instance.PhaseFenced
+	}
 	s := instance.Status{
-		Phase:      a.phase,
-		Fenced:     a.st.Fenced && !serverUp,
+		Phase:      phase,
+		Fenced:     fenced,
 		StoppedLSN: a.st.StoppedLSN,
 		Error:      a.lastErr,
 		Term:       a.st.Term,

@@ -141,3 +141,21 @@ func TestHTTPTerms(t *testing.T) {
 		t.Errorf("the same primary Spec again left the lease at %v, want it renewed to 15 s", left)
 	}
 }
+
+// TestAStatusReportingTheFenceSaysFenced: fence persists the fence, then
+// sets the phase; a status asked in between, with the server already down
+// (a primary stopped by SIGTERM and lingering for its fence), reported
+// the fence with the phase still Stopped, the lingering agent took that
+// for reported and exited, and the operator never saw the phase Fenced.
+func TestAStatusReportingTheFenceSaysFenced(t *testing.T) {
+	a := New(Config{Config: postgres.Config{PGData: t.TempDir(), SocketDir: t.TempDir(), Port: 5432, User: "postgres", PodName: "db-0"}, Namespace: "ns"})
+	a.phase = instance.PhaseStopped
+	a.markFenced()
+	s := a.status(context.Background())
+	if !s.Fenced || s.Phase != instance.PhaseFenced {
+		t.Errorf("a persisted fence with the server down: phase %s, fenced %v; want phase %s, fenced", s.Phase, s.Fenced, instance.PhaseFenced)
+	}
+	if a.fenceUnreported() {
+		t.Errorf("the status reported the fence, but the agent still waits to report it")
+	}
+}
