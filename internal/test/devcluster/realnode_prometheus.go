@@ -151,7 +151,7 @@ func prometheusObjects() []client.Object {
 		&rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: prometheusClusterRole},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: prometheusClusterRole},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: PrometheusServiceAccount, Namespace: ObjectStoreNamespace}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: PrometheusServiceAccount, Namespace: ObjectStoreNamespace}},
 		},
 	}
 }

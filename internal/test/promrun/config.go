@@ -148,16 +148,16 @@ type promConfig struct {
 }
 
 type scrapeConfig struct {
-	JobName              string           `json:"job_name"`
-	HonorLabels          bool             `json:"honor_labels"`
-	ScrapeInterval       string           `json:"scrape_interval,omitempty"`
-	MetricsPath          string           `json:"metrics_path,omitempty"`
-	Scheme               string           `json:"scheme,omitempty"`
-	Authorization        *authorization   `json:"authorization,omitempty"`
-	TLSConfig            *tlsConfig       `json:"tls_config,omitempty"`
-	KubernetesSDConfigs  []kubernetesSD   `json:"kubernetes_sd_configs,omitempty"`
-	FileSDConfigs        []fileSD         `json:"file_sd_configs,omitempty"`
-	RelabelConfigs       []relabelConfig  `json:"relabel_configs,omitempty"`
+	JobName             string          `json:"job_name"`
+	HonorLabels         bool            `json:"honor_labels"`
+	ScrapeInterval      string          `json:"scrape_interval,omitempty"`
+	MetricsPath         string          `json:"metrics_path,omitempty"`
+	Scheme              string          `json:"scheme,omitempty"`
+	Authorization       *authorization  `json:"authorization,omitempty"`
+	TLSConfig           *tlsConfig      `json:"tls_config,omitempty"`
+	KubernetesSDConfigs []kubernetesSD  `json:"kubernetes_sd_configs,omitempty"`
+	FileSDConfigs       []fileSD        `json:"file_sd_configs,omitempty"`
+	RelabelConfigs      []relabelConfig `json:"relabel_configs,omitempty"`
 }
 
 type authorization struct {
