@@ -112,6 +112,13 @@ func (s *suite) testBackup(t subtest) {
 		s.psqlIn(t, s.primaryOf(t, name), "SELECT pg_switch_wal()")
 		s.waitArchiving(t, name, metav1.ConditionFalse, 30*time.Second)
 		t.Logf("ContinuousArchiving False %v after the store stopped: %s", time.Since(began).Round(time.Millisecond), s.condition(name, dbv1.ConditionContinuousArchiving).Message)
+		// Within the outage's minute: devcluster's Prometheus sees the
+		// archiving alert's expression select the Database, and every
+		// query of the dashboard answers for it (its backups, a
+		// switchover and a failover, archiving failing).
+		s.waitSelected(t, "DbkeeperArchivingFailing's expression", alertExpr(t, "DbkeeperArchivingFailing"),
+			map[string]string{"namespace": ns, "database": name}, max(20*time.Second, time.Until(began.Add(50*time.Second))))
+		s.checkDashboard(t, name)
 		time.Sleep(time.Until(began.Add(60 * time.Second)))
 		store.Start(t)
 		returned := time.Now()

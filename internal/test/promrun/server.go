@@ -208,7 +208,9 @@ func LabelValues(ctx context.Context, base, label, match string) ([]string, erro
 
 // ActiveTarget is one target of /api/v1/targets, after relabelling.
 type ActiveTarget struct {
-	Labels     map[string]string `json:"labels"`
+	// DiscoveredLabels are the service discovery's, before relabelling.
+	DiscoveredLabels map[string]string `json:"discoveredLabels"`
+	Labels           map[string]string `json:"labels"`
 	ScrapePool string            `json:"scrapePool"`
 	ScrapeURL  string            `json:"scrapeUrl"`
 	Health     string            `json:"health"`
