@@ -211,10 +211,10 @@ type ActiveTarget struct {
 	// DiscoveredLabels are the service discovery's, before relabelling.
 	DiscoveredLabels map[string]string `json:"discoveredLabels"`
 	Labels           map[string]string `json:"labels"`
-	ScrapePool string            `json:"scrapePool"`
-	ScrapeURL  string            `json:"scrapeUrl"`
-	Health     string            `json:"health"`
-	LastError  string            `json:"lastError"`
+	ScrapePool       string            `json:"scrapePool"`
+	ScrapeURL        string            `json:"scrapeUrl"`
+	Health           string            `json:"health"`
+	LastError        string            `json:"lastError"`
 }
 
 // Targets returns the active targets (/api/v1/targets?state=active).
