@@ -228,6 +228,31 @@ func Targets(ctx context.Context, base string) ([]ActiveTarget, error) {
 	return data.ActiveTargets, nil
 }
 
+// AlertingRules returns the names of the alerting rules Prometheus has
+// loaded (/api/v1/rules), in their files' order.
+func AlertingRules(ctx context.Context, base string) ([]string, error) {
+	var data struct {
+		Groups []struct {
+			Rules []struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := call(ctx, base+"/api/v1/rules", &data); err != nil {
+		return nil, fmt.Errorf("promrun: rules: %w", err)
+	}
+	var names []string
+	for _, g := range data.Groups {
+		for _, r := range g.Rules {
+			if r.Type == "alerting" {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	return names, nil
+}
+
 // call GETs u and decodes the API's data field into into, or returns the
 // API's error.
 func call(ctx context.Context, u string, into any) error {
