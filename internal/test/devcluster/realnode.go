@@ -90,6 +90,8 @@ type realNode struct {
 	// prometheus scrapes the pods and the manager
 	// (realnode_prometheus.go).
 	prometheus *promrun.Server
+	// stopPodTargets stops writing its pods' targets and waits.
+	stopPodTargets func()
 }
 
 type nodePorts struct {
@@ -275,6 +277,9 @@ func (n *realNode) processes() []*process.Process {
 func (n *realNode) stop() error {
 	var errs []error
 	errs = append(errs, n.apiForwarder.close())
+	if n.stopPodTargets != nil {
+		n.stopPodTargets()
+	}
 	procs := n.processes()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if procs[i] != nil {

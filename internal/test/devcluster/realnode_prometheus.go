@@ -25,20 +25,24 @@ import (
 // configured from the checkout's config/prometheus as the Prometheus
 // Operator would be (promrun.ScrapeConfig):
 //
-//   - the Databases' pods as the PodMonitor selects and labels them, found
-//     by kubernetes_sd in the API server with the token of the
-//     ServiceAccount devcluster/prometheus (list and watch pods, get
-//     /metrics), and scraped at their addresses on the bridge, which this
-//     host reaches;
+//   - the Databases' pods as the PodMonitor selects and labels them: its
+//     relabelling, run by Prometheus, over every pod of the cluster with
+//     the labels kubernetes_sd would give it. Debian builds Prometheus
+//     without kubernetes_sd, so devcluster lists the pods every
+//     PrometheusInterval and writes them as file_sd targets
+//     (promrun.PodTargets) to <RunDir>/prometheus/pods.json; the pods are
+//     scraped at their addresses on the bridge, which this host reaches;
 //   - the manager as the ServiceMonitor's endpoint says (path, scheme,
-//     honorLabels, the same token), at the address ScrapeManager writes,
+//     honorLabels), with the token of the ServiceAccount
+//     devcluster/prometheus, which may get /metrics (the manager's metrics
+//     filter asks the API server), at the address ScrapeManager writes,
 //     since devcluster runs it as a process and not behind a Service;
 //   - the alert rules of config/prometheus/rules, read from the checkout
 //     (an edit is taken by POST /-/reload).
 //
 // Every job is scraped, and the rules evaluated, every PrometheusInterval
 // (the PodMonitor's 30s would make a test wait for minutes). Its
-// configuration, token and targets file are in <RunDir>/prometheus, its
+// configuration, token and targets files are in <RunDir>/prometheus, its
 // TSDB in <RunDir>/prometheus/data, removed when it stops; its HTTP API
 // listens on 127.0.0.1 only (PrometheusURL).
 const (
@@ -106,8 +110,8 @@ func PrometheusConfigDir(dir string) (string, error) {
 
 // prometheusConfig reads the PodMonitor and ServiceMonitor of dir and
 // returns the configuration ScrapeConfig makes of them with the given
-// API server, CA, token and targets files.
-func prometheusConfig(dir, apiServer, caFile, tokenFile, targetsFile string) ([]byte, error) {
+// files of the pods, the token and the manager's targets.
+func prometheusConfig(dir, podsFile, tokenFile, targetsFile string) ([]byte, error) {
 	pmData, err := os.ReadFile(filepath.Join(dir, "podmonitor.yaml"))
 	if err != nil {
 		return nil, err
@@ -131,20 +135,18 @@ func prometheusConfig(dir, apiServer, caFile, tokenFile, targetsFile string) ([]
 	return promrun.ScrapeConfig(promrun.Config{
 		PodMonitor: pm, ServiceMonitor: sm, RuleFiles: []string{rules},
 		Interval:  PrometheusInterval,
-		APIServer: apiServer, CAFile: caFile, TokenFile: tokenFile, ManagerTargets: targetsFile,
+		PodTargets: podsFile, TokenFile: tokenFile, ManagerTargets: targetsFile,
 	})
 }
 
 // prometheusObjects are Prometheus's ServiceAccount and what it may do:
-// list and watch pods (kubernetes_sd), get /metrics (the manager's
-// metrics filter asks the API server).
+// get /metrics (the manager's metrics filter asks the API server).
 func prometheusObjects() []client.Object {
 	return []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: PrometheusServiceAccount, Namespace: ObjectStoreNamespace}},
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: prometheusClusterRole},
 			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 				{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
 			},
 		},
@@ -189,8 +191,11 @@ func (n *realNode) startPrometheus(ctx context.Context, configDir string) error 
 	if err := promrun.WriteTargets(targets); err != nil {
 		return err
 	}
-	apiServer := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports.apiserver))
-	cfg, err := prometheusConfig(configDir, apiServer, c.pki.path("ca.crt"), tokenFile, targets)
+	pods := filepath.Join(dir, "pods.json")
+	if err := n.writePodTargets(ctx, pods); err != nil {
+		return err
+	}
+	cfg, err := prometheusConfig(configDir, pods, tokenFile, targets)
 	if err != nil {
 		return fmt.Errorf("devcluster: Prometheus's configuration: %w", err)
 	}
@@ -208,5 +213,52 @@ func (n *realNode) startPrometheus(ctx context.Context, configDir string) error 
 	if err := s.Start(ctx); err != nil {
 		return fmt.Errorf("devcluster: %w; see %s", err, s.LogPath)
 	}
+	syncCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.stopPodTargets = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		n.syncPodTargets(syncCtx, pods)
+	}()
 	return nil
+}
+
+// writePodTargets lists every pod and writes its targets to file
+// (promrun.PodTargets).
+func (n *realNode) writePodTargets(ctx context.Context, file string) error {
+	list, err := n.c.clientset.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("devcluster: Prometheus's targets: listing the pods: %w", err)
+	}
+	if _, err := promrun.WriteTargetGroups(file, promrun.PodTargets(list.Items)); err != nil {
+		return fmt.Errorf("devcluster: Prometheus's targets: %w", err)
+	}
+	return nil
+}
+
+// syncPodTargets writes the pods' targets every PrometheusInterval until
+// ctx ends, logging a failure once until it succeeds again (the API
+// server restarted by a fault test, say).
+func (n *realNode) syncPodTargets(ctx context.Context, file string) {
+	tick := time.NewTicker(PrometheusInterval)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		listCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.writePodTargets(listCtx, file)
+		cancel()
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			n.c.logf("%v (retrying every %v)", err, PrometheusInterval)
+			failing = true
+		case err == nil && failing:
+			n.c.logf("Prometheus's targets written again")
+			failing = false
+		}
+	}
 }

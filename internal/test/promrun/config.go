@@ -122,11 +122,12 @@ type Config struct {
 	// interval; it replaces the PodMonitor's own (30s) so that a test sees
 	// a change within seconds.
 	Interval time.Duration
-	// APIServer is the URL kubernetes_sd lists and watches pods at, with
-	// CAFile its CA and TokenFile the bearer token it sends.
-	APIServer, CAFile string
-	// TokenFile is the bearer token sent to the API server and the
-	// manager (the ServiceMonitor's bearerTokenFile).
+	// PodTargets is the file_sd file of the pods (JSON, WritePodTargets):
+	// the targets kubernetes_sd would discover, with its labels, which the
+	// PodMonitor's relabelling then selects.
+	PodTargets string
+	// TokenFile is the bearer token sent to the manager (the
+	// ServiceMonitor's bearerTokenFile).
 	TokenFile string
 	// ManagerTargets is the file_sd file of the manager's address (JSON,
 	// WriteTargets).
@@ -148,16 +149,15 @@ type promConfig struct {
 }
 
 type scrapeConfig struct {
-	JobName             string          `json:"job_name"`
-	HonorLabels         bool            `json:"honor_labels"`
-	ScrapeInterval      string          `json:"scrape_interval,omitempty"`
-	MetricsPath         string          `json:"metrics_path,omitempty"`
-	Scheme              string          `json:"scheme,omitempty"`
-	Authorization       *authorization  `json:"authorization,omitempty"`
-	TLSConfig           *tlsConfig      `json:"tls_config,omitempty"`
-	KubernetesSDConfigs []kubernetesSD  `json:"kubernetes_sd_configs,omitempty"`
-	FileSDConfigs       []fileSD        `json:"file_sd_configs,omitempty"`
-	RelabelConfigs      []relabelConfig `json:"relabel_configs,omitempty"`
+	JobName        string          `json:"job_name"`
+	HonorLabels    bool            `json:"honor_labels"`
+	ScrapeInterval string          `json:"scrape_interval,omitempty"`
+	MetricsPath    string          `json:"metrics_path,omitempty"`
+	Scheme         string          `json:"scheme,omitempty"`
+	Authorization  *authorization  `json:"authorization,omitempty"`
+	TLSConfig      *tlsConfig      `json:"tls_config,omitempty"`
+	FileSDConfigs  []fileSD        `json:"file_sd_configs,omitempty"`
+	RelabelConfigs []relabelConfig `json:"relabel_configs,omitempty"`
 }
 
 type authorization struct {
@@ -167,16 +167,6 @@ type authorization struct {
 type tlsConfig struct {
 	CAFile             string `json:"ca_file,omitempty"`
 	InsecureSkipVerify bool   `json:"insecure_skip_verify,omitempty"`
-}
-
-type kubernetesSD struct {
-	Role          string         `json:"role"`
-	APIServer     string         `json:"api_server"`
-	Authorization *authorization `json:"authorization"`
-	TLSConfig     *tlsConfig     `json:"tls_config"`
-	Namespaces    *struct {
-		Names []string `json:"names"`
-	} `json:"namespaces,omitempty"`
 }
 
 type fileSD struct {
@@ -197,11 +187,13 @@ type relabelConfig struct {
 // ScrapeConfig returns cfg as a Prometheus configuration file:
 //
 //   - per endpoint of the PodMonitor, the job the Prometheus Operator
-//     generates for it: kubernetes_sd pods (of every namespace, or of
-//     namespaceSelector.matchNames), those not Succeeded or Failed, whose
-//     labels match selector.matchLabels, on the container port named by
-//     the endpoint; labelled namespace, container, pod and endpoint, then
-//     the endpoint's relabelings; the job named after the PodMonitor;
+//     generates for it, over the targets of the file PodTargets (what
+//     kubernetes_sd's pod role would discover, which Debian's build of
+//     Prometheus leaves out): the pods not Succeeded or Failed, of the
+//     namespaces of namespaceSelector, whose labels match
+//     selector.matchLabels, on the container port named by the endpoint;
+//     labelled namespace, container, pod and endpoint, then the endpoint's
+//     relabelings; the job named after the PodMonitor;
 //   - the manager's job from the ServiceMonitor's endpoint: its path,
 //     scheme, honorLabels and insecureSkipVerify, the token of TokenFile,
 //     and the targets of the file ManagerTargets;
@@ -209,7 +201,7 @@ type relabelConfig struct {
 func ScrapeConfig(cfg Config) ([]byte, error) {
 	var errs []error
 	for _, f := range []struct{ name, v string }{
-		{"APIServer", cfg.APIServer}, {"CAFile", cfg.CAFile}, {"TokenFile", cfg.TokenFile}, {"ManagerTargets", cfg.ManagerTargets},
+		{"PodTargets", cfg.PodTargets}, {"TokenFile", cfg.TokenFile}, {"ManagerTargets", cfg.ManagerTargets},
 	} {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("promrun: Config.%s is empty", f.name))
@@ -269,16 +261,7 @@ func podMonitorJobs(pm *PodMonitor, cfg Config) ([]scrapeConfig, error) {
 	if len(pm.Spec.PodMetricsEndpoints) == 0 {
 		return nil, errors.New("promrun: the PodMonitor has no spec.podMetricsEndpoints")
 	}
-	sd := kubernetesSD{
-		Role: "pod", APIServer: cfg.APIServer,
-		Authorization: &authorization{CredentialsFile: cfg.TokenFile},
-		TLSConfig:     &tlsConfig{CAFile: cfg.CAFile},
-	}
-	if !pm.Spec.NamespaceSelector.Any {
-		sd.Namespaces = &struct {
-			Names []string `json:"names"`
-		}{Names: pm.Spec.NamespaceSelector.MatchNames}
-	}
+	interval := model(cfg.Interval)
 	keys := make([]string, 0, len(pm.Spec.Selector.MatchLabels))
 	for k := range pm.Spec.Selector.MatchLabels {
 		keys = append(keys, k)
@@ -298,6 +281,14 @@ func podMonitorJobs(pm *PodMonitor, cfg Config) ([]scrapeConfig, error) {
 		}
 		rcs := []relabelConfig{
 			{Action: "drop", SourceLabels: []string{"__meta_kubernetes_pod_phase"}, Regex: "(Failed|Succeeded)"},
+		}
+		if names := pm.Spec.NamespaceSelector.MatchNames; !pm.Spec.NamespaceSelector.Any {
+			// kubernetes_sd's namespaces: the file holds every pod.
+			quoted := make([]string, len(names))
+			for i, n := range names {
+				quoted[i] = regexp.QuoteMeta(n)
+			}
+			rcs = append(rcs, relabelConfig{Action: "keep", SourceLabels: []string{"__meta_kubernetes_namespace"}, Regex: "(" + strings.Join(quoted, "|") + ")"})
 		}
 		for _, k := range keys {
 			name := SanitizeLabel(k)
@@ -325,11 +316,11 @@ func podMonitorJobs(pm *PodMonitor, cfg Config) ([]scrapeConfig, error) {
 			rcs = append(rcs, relabelConfig(r))
 		}
 		job := scrapeConfig{
-			JobName:             pm.Metadata.Name,
-			MetricsPath:         ep.Path,
-			Scheme:              ep.Scheme,
-			KubernetesSDConfigs: []kubernetesSD{sd},
-			RelabelConfigs:      rcs,
+			JobName:        pm.Metadata.Name,
+			MetricsPath:    ep.Path,
+			Scheme:         ep.Scheme,
+			FileSDConfigs:  []fileSD{{Files: []string{cfg.PodTargets}, RefreshInterval: interval}},
+			RelabelConfigs: rcs,
 		}
 		if len(pm.Spec.PodMetricsEndpoints) > 1 {
 			job.JobName = fmt.Sprintf("%s/%d", pm.Metadata.Name, i)

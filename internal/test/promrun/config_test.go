@@ -48,11 +48,6 @@ type generated struct {
 		HonorLabels         bool   `json:"honor_labels"`
 		MetricsPath         string `json:"metrics_path"`
 		Scheme              string `json:"scheme"`
-		KubernetesSDConfigs []struct {
-			Role       string         `json:"role"`
-			APIServer  string         `json:"api_server"`
-			Namespaces map[string]any `json:"namespaces"`
-		} `json:"kubernetes_sd_configs"`
 		FileSDConfigs []struct {
 			Files []string `json:"files"`
 		} `json:"file_sd_configs"`
@@ -75,7 +70,7 @@ type generated struct {
 func config(pm *promrun.PodMonitor, sm *promrun.ServiceMonitor) promrun.Config {
 	return promrun.Config{
 		PodMonitor: pm, ServiceMonitor: sm, RuleFiles: []string{"/rules.yaml"}, Interval: 5 * time.Second,
-		APIServer: "https://127.0.0.1:6443", CAFile: "/ca.crt", TokenFile: "/token", ManagerTargets: "/manager.json",
+		PodTargets: "/pods.json", TokenFile: "/token", ManagerTargets: "/manager.json",
 	}
 }
 
@@ -110,8 +105,8 @@ func TestScrapeConfigOfConfigPrometheus(t *testing.T) {
 	if pods.JobName != pm.Metadata.Name || pods.MetricsPath != ep.Path || pods.Scheme != ep.Scheme || pods.HonorLabels {
 		t.Errorf("the pods' job %q scrapes %s over %s (honor_labels %v), want %q, %s over %s", pods.JobName, pods.MetricsPath, pods.Scheme, pods.HonorLabels, pm.Metadata.Name, ep.Path, ep.Scheme)
 	}
-	if len(pods.KubernetesSDConfigs) != 1 || pods.KubernetesSDConfigs[0].Role != "pod" || pods.KubernetesSDConfigs[0].APIServer != "https://127.0.0.1:6443" || pods.KubernetesSDConfigs[0].Namespaces != nil {
-		t.Errorf("the pods' discovery: %+v, want the pods of every namespace of the API server", pods.KubernetesSDConfigs)
+	if len(pods.FileSDConfigs) != 1 || !slices.Equal(pods.FileSDConfigs[0].Files, []string{"/pods.json"}) {
+		t.Errorf("the pods' discovery: %+v, want the file of pods", pods.FileSDConfigs)
 	}
 	type rule struct{ action, source, target, regex string }
 	var rules []rule
@@ -119,6 +114,11 @@ func TestScrapeConfigOfConfigPrometheus(t *testing.T) {
 		rules = append(rules, rule{r.Action, strings.Join(r.SourceLabels, ","), r.TargetLabel, r.Regex})
 	}
 	want := []rule{{"drop", "__meta_kubernetes_pod_phase", "", "(Failed|Succeeded)"}}
+	for _, r := range rules {
+		if r.source == "__meta_kubernetes_namespace" && r.action == "keep" {
+			t.Errorf("the pods' job keeps some namespaces only (%+v); the PodMonitor selects any", r)
+		}
+	}
 	for k, v := range pm.Spec.Selector.MatchLabels {
 		l := promrun.SanitizeLabel(k)
 		want = append(want, rule{"keep", "__meta_kubernetes_pod_label_" + l + ",__meta_kubernetes_pod_labelpresent_" + l, "", "(" + v + ");true"})
@@ -182,6 +182,13 @@ func TestScrapeConfigRefusesWhatItDoesNotTranslate(t *testing.T) {
 	pm, sm := monitors(t)
 	noNamespaces := *pm
 	noNamespaces.Spec.NamespaceSelector.Any = false
+	someNamespaces := *pm
+	someNamespaces.Spec.NamespaceSelector.Any = false
+	someNamespaces.Spec.NamespaceSelector.MatchNames = []string{"shop", "bank.1"}
+	data, err := promrun.ScrapeConfig(config(&someNamespaces, sm))
+	if err != nil || !strings.Contains(string(data), `regex: (shop|bank\.1)`) {
+		t.Errorf("namespaceSelector.matchNames: %v\n%s\nwant a keep of __meta_kubernetes_namespace (shop|bank\\.1)", err, data)
+	}
 	noLabels := *pm
 	noLabels.Spec.Selector.MatchLabels = nil
 	for name, c := range map[string]struct {

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -76,8 +75,7 @@ func (s *Server) Start(ctx context.Context) error {
 	defer cancel()
 	var last error
 	for {
-		if _, done, running := s.Running(); !running {
-			<-done
+		if _, _, running := s.Running(); !running {
 			return fmt.Errorf("promrun: prometheus exited during start-up: %w\n%s", s.ExitErr(), s.Tail(20))
 		}
 		if last = get(ctx, s.URL()+"/-/ready"); last == nil {
@@ -121,29 +119,14 @@ type Target struct {
 	Labels map[string]string
 }
 
-// WriteTargets writes targets as a file_sd file (JSON), replacing it
-// whole (a rename), which Prometheus notices within its refresh interval.
+// WriteTargets writes targets as a file_sd file (WriteTargetGroups).
 func WriteTargets(file string, targets ...Target) error {
-	type group struct {
-		Targets []string          `json:"targets"`
-		Labels  map[string]string `json:"labels,omitempty"`
-	}
-	groups := []group{}
+	groups := []TargetGroup{}
 	for _, t := range targets {
-		groups = append(groups, group{Targets: []string{t.Addr}, Labels: t.Labels})
+		groups = append(groups, TargetGroup{Targets: []string{t.Addr}, Labels: t.Labels})
 	}
-	data, err := json.MarshalIndent(groups, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("promrun: writing %s: %w", file, err)
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return fmt.Errorf("promrun: writing %s: %w", file, err)
-	}
-	return nil
+	_, err := WriteTargetGroups(file, groups)
+	return err
 }
 
 // Sample is one series of an instant vector: its labels and value.
