@@ -134,7 +134,7 @@ func prometheusConfig(dir, podsFile, tokenFile, targetsFile string) ([]byte, err
 	}
 	return promrun.ScrapeConfig(promrun.Config{
 		PodMonitor: pm, ServiceMonitor: sm, RuleFiles: []string{rules},
-		Interval:  PrometheusInterval,
+		Interval:   PrometheusInterval,
 		PodTargets: podsFile, TokenFile: tokenFile, ManagerTargets: targetsFile,
 	})
 }

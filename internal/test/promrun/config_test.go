@@ -44,10 +44,10 @@ type generated struct {
 	Global        map[string]string `json:"global"`
 	RuleFiles     []string          `json:"rule_files"`
 	ScrapeConfigs []struct {
-		JobName             string `json:"job_name"`
-		HonorLabels         bool   `json:"honor_labels"`
-		MetricsPath         string `json:"metrics_path"`
-		Scheme              string `json:"scheme"`
+		JobName       string `json:"job_name"`
+		HonorLabels   bool   `json:"honor_labels"`
+		MetricsPath   string `json:"metrics_path"`
+		Scheme        string `json:"scheme"`
 		FileSDConfigs []struct {
 			Files []string `json:"files"`
 		} `json:"file_sd_configs"`
