@@ -93,9 +93,9 @@ func selects(samples []promrun.Sample, want map[string]string) bool {
 
 // waitSelected waits until expr, evaluated by devcluster's Prometheus,
 // returns a series with the labels want (an alert's expression firing
-// for the broken Database; the rule's for: is not waited for), and
-// returns how long that took.
-func (s *suite) waitSelected(t testing.TB, what, expr string, want map[string]string, timeout time.Duration) time.Duration {
+// for the broken Database; the rule's for: is not waited for), and logs
+// how long that took.
+func (s *suite) waitSelected(t testing.TB, what, expr string, want map[string]string, timeout time.Duration) {
 	t.Helper()
 	base := s.prometheus(t)
 	began := time.Now()
@@ -109,9 +109,7 @@ func (s *suite) waitSelected(t testing.TB, what, expr string, want map[string]st
 		}
 		return ""
 	})
-	took := time.Since(began)
-	t.Logf("%s: %s selects %v after %v", what, expr, want, took.Round(100*time.Millisecond))
-	return took
+	t.Logf("%s: %s selects %v after %v", what, expr, want, time.Since(began).Round(100*time.Millisecond))
 }
 
 // waitUnselected waits until expr returns no series with the labels want.

@@ -109,11 +109,12 @@ func TestScrapeConfigOfConfigPrometheus(t *testing.T) {
 		t.Errorf("the pods' discovery: %+v, want the file of pods", pods.FileSDConfigs)
 	}
 	type rule struct{ action, source, target, regex string }
-	var rules []rule
+	rules := make([]rule, 0, len(pods.RelabelConfigs))
 	for _, r := range pods.RelabelConfigs {
 		rules = append(rules, rule{r.Action, strings.Join(r.SourceLabels, ","), r.TargetLabel, r.Regex})
 	}
-	want := []rule{{"drop", "__meta_kubernetes_pod_phase", "", "(Failed|Succeeded)"}}
+	want := make([]rule, 0, 5+len(pm.Spec.Selector.MatchLabels))
+	want = append(want, rule{"drop", "__meta_kubernetes_pod_phase", "", "(Failed|Succeeded)"})
 	for _, r := range rules {
 		if r.source == "__meta_kubernetes_namespace" && r.action == "keep" {
 			t.Errorf("the pods' job keeps some namespaces only (%+v); the PodMonitor selects any", r)

@@ -121,7 +121,7 @@ type Target struct {
 
 // WriteTargets writes targets as a file_sd file (WriteTargetGroups).
 func WriteTargets(file string, targets ...Target) error {
-	groups := []TargetGroup{}
+	groups := make([]TargetGroup, 0, len(targets))
 	for _, t := range targets {
 		groups = append(groups, TargetGroup{Targets: []string{t.Addr}, Labels: t.Labels})
 	}
