@@ -3,7 +3,8 @@
 # started from the cached Kubernetes binaries (KUBEBUILDER_ASSETS), or a
 # cert-manager controller or cainjector started from CERT_MANAGER_ASSETS (when
 # set), or a real node's process from DBKEEPER_NODE_TOOLS (when set), or a
-# versitygw from DBKEEPER_BACKUP_TOOLS (when set), is
+# versitygw from DBKEEPER_BACKUP_TOOLS (when set), or a Prometheus that
+# devcluster or its test started (internal/test/promrun), is
 # still running, or when a real node left its bridge, cgroup, iptables chains,
 # state file or a mount under a devcluster run directory, or an instance
 # agent's or the backup test left an agent, a sidecar or a server: tests must undo
@@ -39,6 +40,12 @@ fi
 # The instance agent's test: its agents and their PostgreSQL servers carry
 # the test's directory in their arguments.
 found=$(ps -eo pid=,args= | grep -F -e /dbkeeper-instance-test- -e /dbkeeper-archiver-test- | grep -v grep || true)
+if [[ -n "$found" ]]; then
+	left+="$found"$'\n'
+fi
+# The Prometheus devcluster runs (Debian's binary, so not under a tools
+# directory): its arguments are internal/test/promrun's.
+found=$(ps -eo pid=,args= | grep -F -e '--storage.tsdb.retention.time=1d --web.listen-address=127.0.0.1:' | grep -v grep || true)
 if [[ -n "$found" ]]; then
 	left+="$found"$'\n'
 fi

@@ -3,7 +3,8 @@
 # with (runc, the CNI plugins, iptables, conntrack, ip), the engine images are
 # built with (mmdebstrap, and npm for the upstream PostgreSQL binaries where
 # Node.js is not installed), PostgreSQL 15, whose servers the package tests run
-# as processes, and barman-cloud, which the backup tests run beside them.
+# as processes, barman-cloud, which the backup tests run beside them, and
+# Prometheus, which devcluster's real node runs (internal/test/promrun).
 #
 #   hack/host-packages.sh missing   prints the packages whose program or file
 #                                   is absent, one a line
@@ -31,6 +32,7 @@ probes=(
 	"mmdebstrap cmd:mmdebstrap"
 	"postgresql-15 file:/usr/lib/postgresql/15/bin/postgres"
 	"barman-cli-cloud cmd:barman-cloud-backup"
+	"prometheus cmd:prometheus"
 	"npm cmd:npm"
 )
 

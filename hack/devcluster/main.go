@@ -7,8 +7,9 @@
 //
 // --real-node adds a real node (containerd and a kubelet running the pods'
 // containers, with pod networking, cluster DNS, Services and volumes; it
-// needs root, make node-tools and make engine-images) and makes the fake
-// nodes default to none.
+// needs root, make node-tools, make engine-images and make host-packages)
+// with an object store and a Prometheus, whose address run and up print,
+// and makes the fake nodes default to none.
 //
 // up runs the cluster alone. run also builds the dbkeeper manager from the
 // checkout in the working directory, installs its CRD and webhook
@@ -147,6 +148,14 @@ dbkeeper is running with its webhooks (manager log: %s). In another shell:
   kubectl get db                                            # VERSION, PHASE, PRIMARY, READY
   kubectl apply -f config/samples/invalid/many-errors.yaml  # refused: see the validation answer
 `, manager.LogFile, cluster.Kubeconfig, cluster.BinDir)
+	}
+	if url := cluster.PrometheusURL(); url != "" {
+		if manager != nil {
+			if err := cluster.ScrapeManager(manager.MetricsAddr, true); err != nil {
+				return errors.Join(err, manager.Stop(), cluster.Stop())
+			}
+		}
+		fmt.Printf("\nPrometheus: %s (the pods as config/prometheus's PodMonitor selects them, the manager, and the alert rules: %s/alerts)\n", url, url)
 	}
 	if cluster.ObjectStoreAddr() != "" {
 		fmt.Fprintf(os.Stderr, "devcluster: object store for backups at %s (bucket %s; Secrets %s and %s in default), as config/samples/postgres-backup.yaml names them\n",

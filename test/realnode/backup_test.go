@@ -112,6 +112,18 @@ func (s *suite) testBackup(t subtest) {
 		s.psqlIn(t, s.primaryOf(t, name), "SELECT pg_switch_wal()")
 		s.waitArchiving(t, name, metav1.ConditionFalse, 30*time.Second)
 		t.Logf("ContinuousArchiving False %v after the store stopped: %s", time.Since(began).Round(time.Millisecond), s.condition(name, dbv1.ConditionContinuousArchiving).Message)
+		// Within the outage's minute: devcluster's Prometheus sees the
+		// archiving alert's expression select the Database, and every
+		// query of the dashboard answers for it (its backups, a
+		// switchover and a failover, archiving failing).
+		failing := map[string]string{"namespace": ns, "database": name}
+		s.waitSelected(t, "DbkeeperArchivingFailing's expression", alertExpr(t, "DbkeeperArchivingFailing"),
+			failing, max(20*time.Second, time.Until(began.Add(45*time.Second))))
+		// The rule itself, as Prometheus loaded it, is pending at its
+		// next evaluation (5 s); it would fire after its for: of 5
+		// minutes, which the scenario does not wait for.
+		s.waitSelected(t, "DbkeeperArchivingFailing pending", `ALERTS{alertname="DbkeeperArchivingFailing"}`, failing, 15*time.Second)
+		s.checkDashboard(t, name)
 		time.Sleep(time.Until(began.Add(60 * time.Second)))
 		store.Start(t)
 		returned := time.Now()

@@ -61,7 +61,12 @@ data:
 // new metric without a restart, runs `kubectl dbkeeper status` as a user,
 // and feeds the live series to the alert rules (promtool test rules): no
 // alert fires on the healthy Database, and DbkeeperServerDown fires once
-// the standby's server is frozen.
+// the standby's server is frozen. devcluster's real Prometheus scrapes both
+// pods and the manager, and the replication lag alert's expression (its
+// threshold lowered) selects the frozen standby there. (Its
+// DbkeeperServerDown is not asked of Prometheus: the frozen server's
+// agent answers a scrape only after its 10 s monitoring timeout, later
+// than the 5 s scrape timeout, so Prometheus sees the target down.)
 func (s *suite) testMonitoring(t subtest) {
 	step := s.steps(t, watched)
 	image := s.image("dbkeeper.local/postgres:15.")
@@ -146,6 +151,10 @@ func (s *suite) testMonitoring(t subtest) {
 		if !admitted {
 			t.Errorf("the NetworkPolicy %s admits no scraper to port %d: %+v", watched, instance.MetricsPort, np.Spec.Ingress)
 		}
+
+		// devcluster's Prometheus scrapes both, as the PodMonitor
+		// selects them, and the manager.
+		s.waitScraped(t, primary, standby)
 	})
 
 	step("an edit of the custom queries' ConfigMap is taken without a restart", func(t subtest) {
@@ -212,6 +221,18 @@ func (s *suite) testMonitoring(t subtest) {
 			}
 			return nil
 		}
+		// The replication lag alert's expression, its byte threshold
+		// lowered from 1 GiB to 1 MiB (a scenario writes megabytes, not a
+		// gigabyte; its 300 s threshold cannot be reached either, and a
+		// frozen standby's lag in seconds is not measured: it sends no
+		// reply): empty while the standby keeps up, then selecting it once
+		// it is frozen and the primary writes 8 MB. Within a minute of the
+		// freeze, before wal_sender_timeout drops the standby from
+		// pg_stat_replication.
+		lagExpr := lowered(t, alertExpr(t, "DbkeeperReplicationLagging"), "> 1073741824", "> 1048576")
+		lagging := map[string]string{"namespace": ns, "database": watched, "pod": primary, "standby": standby}
+		s.waitUnselected(t, "the lag expression quiet while "+standby+" keeps up", lagExpr, lagging, 30*time.Second)
+
 		if err := signal("STOP"); err != nil {
 			t.Fatal(err)
 		}
@@ -220,6 +241,8 @@ func (s *suite) testMonitoring(t subtest) {
 				t.Error(err)
 			}
 		})
+		s.psqlIn(t, primary, "CREATE TABLE lag_probe AS SELECT g FROM generate_series(1, 200000) g")
+		s.waitSelected(t, "the lag alert's expression selecting the frozen "+standby, lagExpr, lagging, 40*time.Second)
 		var frozen map[string]*dto.MetricFamily
 		testenv.Eventually(t, 2*time.Minute, "the standby's agent reporting its server down", func() string {
 			var err error

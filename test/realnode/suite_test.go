@@ -114,6 +114,10 @@ func setup(t testing.TB) *suite {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The real node's Prometheus scrapes it (plain HTTP: --metrics-secure=false).
+	if err := env.Cluster.ScrapeManager(s.manager.MetricsAddr, false); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -140,6 +144,10 @@ func (s *suite) restartManager(t testing.TB, opts localrun.ManagerOptions) {
 		t.Fatal(err)
 	}
 	s.manager = m
+	secure := !slices.Contains(opts.Args, "--metrics-secure=false")
+	if err := s.env.Cluster.ScrapeManager(m.MetricsAddr, secure); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // run runs f as a subtest of t and records its failure with what it said

@@ -29,6 +29,7 @@ var hostPackages = map[string]struct{ programs, files []string }{
 	"mmdebstrap":                  {programs: []string{"mmdebstrap"}},
 	"postgresql-15":               {files: []string{"/usr/lib/postgresql/15/bin/postgres"}},
 	"barman-cli-cloud":            {programs: []string{"barman-cloud-backup", "barman-cloud-wal-archive", "barman-cloud-restore", "barman-cloud-wal-restore"}},
+	"prometheus":                  {programs: []string{"prometheus", "promtool"}},
 	"npm":                         {programs: []string{"npm"}},
 }
 
@@ -318,7 +319,7 @@ func TestREADMEFreshMachine(t *testing.T) {
 // missingOrder is the order in which hack/host-packages.sh lists the
 // packages, all of which the fresh machine lacks.
 func missingOrder() []string {
-	return []string{"runc", "containernetworking-plugins", "iptables", "conntrack", "iproute2", "mmdebstrap", "postgresql-15", "barman-cli-cloud", "npm"}
+	return []string{"runc", "containernetworking-plugins", "iptables", "conntrack", "iproute2", "mmdebstrap", "postgresql-15", "barman-cli-cloud", "prometheus", "npm"}
 }
 
 // linkImages hard-links the image archives and installed-package caches of

@@ -77,7 +77,9 @@ type Options struct {
 	// RealNode adds a real node, RealNodeName: containerd and a kubelet
 	// that run the pods' containers, a bridge network for pods, CoreDNS,
 	// kube-proxy and the local-path provisioner as the default
-	// StorageClass. It needs root and the binaries of make node-tools.
+	// StorageClass, the object store, and a Prometheus scraping the pods
+	// (PrometheusURL). It needs root, the binaries of make node-tools and
+	// the Debian packages of make host-packages.
 	RealNode bool
 	// NodeBinDir is the directory with the real node's binaries (see
 	// NodeBinaries). Default: DefaultNodeBinDir().
@@ -85,6 +87,11 @@ type Options struct {
 	// ImagesDir holds the images the real node imports, listed in its
 	// images.txt. Default: DefaultImagesDir().
 	ImagesDir string
+	// PrometheusConfigDir is the directory the real node's Prometheus is
+	// configured from (podmonitor.yaml, monitor.yaml, rules/). Default:
+	// config/prometheus of the checkout holding the working directory
+	// (PrometheusConfigDir).
+	PrometheusConfigDir string
 	// APIServerProfiling serves kube-apiserver's /debug/pprof to the admin
 	// (for the benchmark's profiles); off by default, as in production.
 	APIServerProfiling bool
@@ -197,6 +204,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			opts.ImagesDir = DefaultImagesDir()
 		}
 		if err := CheckNodeBinaries(opts.NodeBinDir); err != nil {
+			return nil, err
+		}
+		if opts.PrometheusConfigDir, err = PrometheusConfigDir(opts.PrometheusConfigDir); err != nil {
 			return nil, err
 		}
 	}

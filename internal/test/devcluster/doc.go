@@ -43,7 +43,11 @@
 // that dbkeeper deployed with `make deploy` runs there as in a cluster. The
 // real node also gets an object store for backups, versitygw on the bridge's
 // address behind the Service ObjectStoreEndpoint names, with a bucket and
-// the Secrets a Database's spec.backup names (realnode_objectstore.go).
+// the Secrets a Database's spec.backup names (realnode_objectstore.go), and
+// a real Prometheus (Debian's), a process on 127.0.0.1 that scrapes the
+// pods as config/prometheus's PodMonitor selects them and the manager
+// (ScrapeManager), and evaluates the alert rules (realnode_prometheus.go,
+// PrometheusURL).
 // Everything the real node changes on the host (bridge, iptables chains,
 // cgroups, sysctls, mounts) is the sub-package nodehost's: recorded in a
 // state file before it is made, and undone by Stop, or by the next Start

@@ -19,6 +19,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/test/devcluster/nodehost"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/promrun"
 )
 
 // Component names of the real node; each is also the name of its binary in
@@ -85,6 +86,12 @@ type realNode struct {
 
 	// objectStore is versitygw on the bridge (realnode_objectstore.go).
 	objectStore *objectstore.Store
+
+	// prometheus scrapes the pods and the manager
+	// (realnode_prometheus.go).
+	prometheus *promrun.Server
+	// stopPodTargets stops writing its pods' targets and waits.
+	stopPodTargets func()
 }
 
 type nodePorts struct {
@@ -128,6 +135,9 @@ func CheckNodeBinaries(dir string) error {
 	if len(missing) > 0 {
 		errs = append(errs, fmt.Errorf("devcluster: the real node needs %s; install them with `apt-get install -y runc containernetworking-plugins iptables conntrack iproute2`: %w",
 			strings.Join(missing, ", "), os.ErrNotExist))
+	}
+	if _, err := promrun.FindBinary(); err != nil {
+		errs = append(errs, fmt.Errorf("devcluster: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -239,6 +249,11 @@ func (c *Cluster) startRealNode(ctx context.Context, opts Options) error {
 		return err
 	}
 	c.logf("object store %s serving bucket %s (pid %d, %.1fs)", ObjectStoreEndpoint, ObjectStoreBucket, n.objectStore.PID(), time.Since(t).Seconds())
+	t = time.Now()
+	if err := n.startPrometheus(ctx, opts.PrometheusConfigDir); err != nil {
+		return err
+	}
+	c.logf("prometheus at %s scraping the pods as config/prometheus says (pid %d, %.1fs)", n.prometheus.URL(), n.prometheus.PID(), time.Since(t).Seconds())
 	return nil
 }
 
@@ -251,6 +266,9 @@ func (n *realNode) processes() []*process.Process {
 	if n.objectStore != nil {
 		procs = append(procs, n.objectStore.Process)
 	}
+	if n.prometheus != nil {
+		procs = append(procs, n.prometheus.Process)
+	}
 	return procs
 }
 
@@ -259,6 +277,9 @@ func (n *realNode) processes() []*process.Process {
 func (n *realNode) stop() error {
 	var errs []error
 	errs = append(errs, n.apiForwarder.close())
+	if n.stopPodTargets != nil {
+		n.stopPodTargets()
+	}
 	procs := n.processes()
 	for i := len(procs) - 1; i >= 0; i-- {
 		if procs[i] != nil {
@@ -266,6 +287,11 @@ func (n *realNode) stop() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if n.prometheus != nil {
+		// A fresh TSDB at every start: a reused RunDir's cluster has
+		// pods of the same names, whose old series would mix with new.
+		errs = append(errs, os.RemoveAll(n.prometheus.DataDir))
 	}
 	if n.host != nil {
 		kubeProxy := filepath.Join(n.binDir, KubeProxy)
