@@ -28,7 +28,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch;delete
 
 // tlsObservation is what reconciling the server's TLS found.
 type tlsObservation struct {
