@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,6 +207,9 @@ func TestNamespacedInstall(t *testing.T) {
 		}
 		if err := controller.CheckWatchAccess(ctx, manager, nil); err == nil || !strings.Contains(err.Error(), "every namespace") {
 			t.Errorf("CheckWatchAccess(every namespace) = %v, want an error: the role is bound in one namespace", err)
+		}
+		if err := manager.List(ctx, &storagev1.StorageClassList{}); err != nil {
+			t.Errorf("listing StorageClasses as the manager: %v", err)
 		}
 		s := &corev1.Secret{}
 		if err := manager.Get(ctx, client.ObjectKey{Namespace: other.Name, Name: "anything"}, s); !apierrors.IsForbidden(err) {

@@ -75,8 +75,9 @@ func TestNamespacedManifests(t *testing.T) {
 	})
 
 	t.Run("cluster-wide, only the metrics authentication and reading StorageClasses", func(t *testing.T) {
-		var roles []string
-		for _, b := range objs.ofKind("ClusterRoleBinding") {
+		bindings := objs.ofKind("ClusterRoleBinding")
+		roles := make([]string, 0, len(bindings))
+		for _, b := range bindings {
 			roles = append(roles, str(b.Object, "roleRef", "name"))
 		}
 		slices.Sort(roles)
