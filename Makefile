@@ -275,15 +275,18 @@ uninstall: manifests ## Delete every Database (Retain keeps their volumes), then
 # deploy sets the image in an overlay under bin/ (not in config/, so the
 # checkout stays clean) and applies it.
 DEPLOY_DIR ?= bin/deploy
+# DEPLOY_CONFIG is the install deploy applies: config/default (every
+# namespace) or config/namespaced (the namespaces it lists; docs/security.md §11).
+DEPLOY_CONFIG ?= config/default
 
 .PHONY: deploy
-deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig (cert-manager must run there).
+deploy: manifests ## Deploy dbkeeper with image IMG to the cluster of the current kubeconfig (cert-manager must run there); DEPLOY_CONFIG=config/namespaced for the namespaced install.
 	rm -rf $(DEPLOY_DIR) && mkdir -p $(DEPLOY_DIR)
-	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(DEPLOY_DIR) config/default)" >$(DEPLOY_DIR)/kustomization.yaml
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(DEPLOY_DIR) $(DEPLOY_CONFIG))" >$(DEPLOY_DIR)/kustomization.yaml
 	cd $(DEPLOY_DIR) && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build $(DEPLOY_DIR) | $(KUBECTL) apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Delete every Database, then remove dbkeeper from the cluster of the current kubeconfig.
 	$(DELETE_DATABASES)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+	$(KUSTOMIZE) build $(DEPLOY_CONFIG) | $(KUBECTL) delete --ignore-not-found -f -

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,6 +68,7 @@ func main() {
 		operatorPodLabels       string
 		metricsScrapers         string
 		crossNamespaceBackups   bool
+		watchNamespaces         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443",
 		"Address the metrics endpoint binds to, served over HTTPS with authentication and authorization unless --metrics-secure=false. \"0\" disables it.")
@@ -120,6 +124,10 @@ func main() {
 		"Let a Database's object store path (spec.backup, and a recovery source's) lie outside its namespace's directory. "+
 			"Off: a Database reads and writes only <namespace> and below in any store, so that tenants sharing a store and its credentials "+
 			"cannot restore, overwrite or prune each other's backups (docs/security.md).")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "",
+		"Comma-separated namespaces whose Databases and Backups dbkeeper reconciles; it reads and writes nothing in any other "+
+			"(its cache holds only these). Empty: every namespace. The namespaced install (config/namespaced) sets it and binds "+
+			"the manager's role in these namespaces only (docs/security.md).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -138,6 +146,11 @@ func main() {
 			os.Exit(1)
 		}
 		unreachable = append(unreachable, p.Masked())
+	}
+	watched, err := parseNamespaces(watchNamespaces)
+	if err != nil {
+		log.Error(err, "invalid --watch-namespaces: need namespace names separated by commas, such as shop,billing, or nothing for every namespace")
+		os.Exit(1)
 	}
 	podLabels, err := labels.ConvertSelectorToLabelsMap(operatorPodLabels)
 	if err != nil || len(podLabels) == 0 {
@@ -198,7 +211,7 @@ func main() {
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
-		Cache:                         controller.CacheOptions(),
+		Cache:                         controller.CacheOptions(watched...),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    webhookHost,
 			Port:    webhookPortOpt,
@@ -208,6 +221,13 @@ func main() {
 	})
 	if err != nil {
 		log.Error(err, "unable to create manager")
+		os.Exit(1)
+	}
+
+	// A watched namespace the manager may not read would only show as
+	// caches that never sync: refuse to start, naming it.
+	if err := checkWatchAccess(mgr.GetConfig(), scheme, watched); err != nil {
+		log.Error(err, "the manager lacks the rights its watched namespaces need")
 		os.Exit(1)
 	}
 
@@ -285,11 +305,43 @@ func main() {
 		os.Exit(1)
 	}
 
-	log.Info("starting manager", "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry, "instanceImage", instanceImage, "backupImage", backupImage)
+	log.Info("starting manager", "watchNamespaces", watched, "webhooks", enableWebhooks, "leaderElection", leaderElect, "imageRegistry", imageRegistry, "instanceImage", instanceImage, "backupImage", backupImage)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "manager exited with an error")
 		os.Exit(1)
 	}
+}
+
+// checkWatchAccess runs controller.CheckWatchAccess with a client of its
+// own: the manager's client reads from a cache that has not started.
+func checkWatchAccess(cfg *rest.Config, scheme *runtime.Scheme, namespaces []string) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return controller.CheckWatchAccess(ctx, c, namespaces)
+}
+
+// parseNamespaces reads --watch-namespaces: names separated by commas,
+// each a valid namespace name, each once; none means every namespace.
+func parseNamespaces(list string) ([]string, error) {
+	var out []string
+	for ns := range strings.SplitSeq(list, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		if slices.Contains(out, ns) {
+			return nil, fmt.Errorf("%q is named twice", ns)
+		}
+		out = append(out, ns)
+	}
+	return out, nil
 }
 
 // ownImage returns the image of the manager's own container, which also

@@ -55,8 +55,8 @@ func (r *BackupReconciler) now() time.Time {
 	return time.Now()
 }
 
-// +kubebuilder:rbac:groups=dbkeeper.io,resources=backups,verbs=get;list;watch;create;delete;patch
-// +kubebuilder:rbac:groups=dbkeeper.io,resources=backups/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=backups,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=dbkeeper.io,resources=backups/status,verbs=patch
 
 // SetupWithManager registers the Backup controller.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {

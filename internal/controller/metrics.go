@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -284,10 +285,28 @@ func certificateExpiries(data map[string][]byte) map[string]time.Time {
 	return out
 }
 
+// latestReader reads with the reader of the manager that registered the
+// metrics last. A process runs one manager; the tests run several, one
+// after another, and a stopped manager's cache cannot start the informers
+// a scrape asks of it.
+type latestReader struct{ p atomic.Pointer[client.Reader] }
+
+func (l *latestReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return (*l.p.Load()).Get(ctx, key, obj, opts...)
+}
+
+func (l *latestReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return (*l.p.Load()).List(ctx, list, opts...)
+}
+
+// metricsReader is what the operator's collectors read with.
+var metricsReader latestReader
+
 // registerMetrics registers the operator's metrics on controller-runtime's
-// registry, once per process (the tests run several managers in one).
+// registry, once per process, reading from reader from now on.
 func registerMetrics(reader client.Reader) error {
-	for _, c := range []prometheus.Collector{phaseCollector{reader: reader}, &databaseCollector{reader: reader}, primaryChanges, primaryChangeDuration} {
+	metricsReader.p.Store(&reader)
+	for _, c := range []prometheus.Collector{phaseCollector{reader: &metricsReader}, &databaseCollector{reader: &metricsReader}, primaryChanges, primaryChangeDuration} {
 		if err := metrics.Registry.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

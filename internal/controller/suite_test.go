@@ -22,7 +22,6 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -119,6 +118,9 @@ type env struct {
 	counter   *writeCounter
 	logs      *logBuffer
 	stop      func()
+	// impersonate, when set, is the identity the manager acts as (the
+	// namespaced install's tests); otherwise it is the API server's admin.
+	impersonate *rest.ImpersonationConfig
 }
 
 // newEnv creates a namespace on the package's API server for one test:
@@ -169,8 +171,10 @@ func (f *env) startManager(opts controller.Options) {
 	}
 	cfg := rest.CopyConfig(f.cfg)
 	cfg.Wrap(f.counter.wrap)
-	cacheOptions := controller.CacheOptions()
-	cacheOptions.DefaultNamespaces = map[string]cache.Config{f.namespace: {}}
+	if f.impersonate != nil {
+		cfg.Impersonate = *f.impersonate
+	}
+	cacheOptions := controller.CacheOptions(f.namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -282,8 +286,11 @@ func (f *env) database(key client.ObjectKey) *dbv1.Database {
 // process have finished, from controller-runtime's metric.
 func (f *env) reconciles() int {
 	f.t.Helper()
+	// The counter is controller-runtime's; dbkeeper's own collectors read
+	// the last manager's cache, which may be between a stop and a start
+	// here, and then fail alone: Gather returns the other families.
 	families, err := metrics.Registry.Gather()
-	if err != nil {
+	if err != nil && len(families) == 0 {
 		f.t.Fatal(err)
 	}
 	total := 0.0

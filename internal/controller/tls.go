@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 )
 
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch;delete
 
 // tlsObservation is what reconciling the server's TLS found.
 type tlsObservation struct {
@@ -179,6 +180,14 @@ func (r *DatabaseReconciler) releaseFromCertManager(ctx context.Context, s *scop
 	if !metav1.IsControlledBy(secret, s.db) {
 		secret.OwnerReferences = append(secret.OwnerReferences, *metav1.NewControllerRef(s.db, dbv1.GroupVersion.WithKind(dbv1.DatabaseKind)))
 	}
+	// dbkeeper's labels too, which a Secret written before the
+	// Certificate's secretTemplate gave them lacks: the cache then holds
+	// it, and the manager's write policy (docs/security.md §11) admits
+	// only Secrets that carry them.
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	maps.Copy(secret.Labels, desired.Labels(s.db, desired.ComponentTLS))
 	if err := r.Client.Patch(ctx, secret, patch); err != nil {
 		return nil, fmt.Errorf("taking Secret %s back from cert-manager: %w", secret.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,7 +39,10 @@ func (a APIReferences) Lookup(ctx context.Context, db *dbv1.Database) (rules.Ref
 		}
 	}
 	for _, s := range rules.SecretsNamed(db) {
-		err := a.Reader.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: s.Name}, &corev1.Secret{})
+		// Only whether it exists: its metadata, never its data.
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		err := a.Reader.Get(ctx, client.ObjectKey{Namespace: db.Namespace, Name: s.Name}, m)
 		switch {
 		case apierrors.IsNotFound(err):
 			if refs.MissingSecrets == nil {
