@@ -231,7 +231,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	db.Spec.Replicas = ptr.To[int32](3)
 	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
-	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
+	f.r = withTestKeys(&DatabaseReconciler{Client: c, APIReader: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }})
 	createInstanceSecret(t, ctx, c, db)
 	for i := range 3 {
 		f.addPod(i)

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -77,6 +78,8 @@ type DatabaseReconciler struct {
 	build desired.Options
 	// agentCreds are the Databases' agent credentials.
 	agentCreds agentCredentialCache
+	// keysNamespace is Options.AgentKeysNamespace.
+	keysNamespace string
 }
 
 // Options tune the controller.
@@ -100,6 +103,10 @@ type Options struct {
 	// (desired.OperatorPeer); an empty Namespace when the operator runs
 	// outside the cluster.
 	Operator desired.OperatorPeer
+	// AgentKeysNamespace is the namespace of the agent keys Secrets
+	// (desired.AgentKeysSecretName): the operator's own, which the
+	// Databases' namespaces cannot read. The manager's cache must hold it.
+	AgentKeysNamespace string
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -157,6 +164,11 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	if r.Agents == nil {
 		r.Agents = newAgentClient(opts)
 	}
+	if opts.AgentKeysNamespace == "" {
+		return errors.New("no namespace for the agents' keys (Options.AgentKeysNamespace)")
+	}
+	r.keysNamespace = opts.AgentKeysNamespace
+	r.agentCreds.namespace = opts.AgentKeysNamespace
 	r.build = desired.Options{
 		InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage),
 		BackupImage:   cmp.Or(opts.BackupImage, desired.DefaultBackupImage),

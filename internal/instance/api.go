@@ -1,6 +1,8 @@
 package instance
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -300,6 +302,10 @@ type Status struct {
 	// the running server's, or while it is down the last one the agent saw
 	// running since it started; "" before the agent first queried it.
 	ServerVersion string `json:"serverVersion,omitempty"`
+	// TLSFiles says which of the agent's own TLS files it serves from,
+	// nil from an agent of an earlier release: the operator replaces the
+	// agent CA only once every pod trusts the new one.
+	TLSFiles *TLSFiles `json:"tlsFiles,omitempty"`
 	// TLS is true when the server runs TLS (the pod mounts its
 	// certificate, EnvTLSDir): its standbys may require it.
 	TLS bool `json:"tls,omitempty"`
@@ -448,3 +454,17 @@ var ErrNotPrimary = errors.New("the server is not a running primary")
 // ErrBackupBusy is the error of a backup or retention call while another
 // backup runs (HTTP 409).
 var ErrBackupBusy = errors.New("a base backup is running: one at a time")
+
+// TLSFiles are the FileDigest of the client CA bundle the agent verifies
+// the operator's certificate with (CA) and of the serving certificate it
+// presents (Cert), as it last read them.
+type TLSFiles struct {
+	CA   string `json:"ca"`
+	Cert string `json:"cert"`
+}
+
+// FileDigest is the hex SHA-256 of a file's content.
+func FileDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -45,9 +45,12 @@ type Agent struct {
 	backupRun     *instance.BackupState
 	backupSidecar backupSidecar
 
-	mu      sync.Mutex
-	spec    *instance.Spec
-	specGen int // incremented by every PUT
+	mu sync.Mutex
+	// tlsFiles are the TLS files the agent serves from, nil before Run
+	// read them.
+	tlsFiles *agentTLSFiles
+	spec     *instance.Spec
+	specGen  int // incremented by every PUT
 	// fences counts the fences since the agent started: an action decided
 	// before a fence that would make the server writable is not taken.
 	fences  int
@@ -176,6 +179,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if _, _, err := files.current(time.Now()); err != nil {
 		return fmt.Errorf("the agent's TLS files: %w", err)
 	}
+	a.mu.Lock()
+	a.tlsFiles = files
+	a.mu.Unlock()
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return err

@@ -178,6 +178,9 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 		s.Synchronous = a.syncApplied
 	}
 	s.TLS = a.cfg.TLSDir != ""
+	if a.tlsFiles != nil {
+		s.TLSFiles = a.tlsFiles.digests()
+	}
 	s.Archiving = a.archivingStatus(now)
 	if a.stuck != nil {
 		st := *a.stuck
