@@ -191,8 +191,11 @@ type Spec struct {
 	LeaseSeconds int32 `json:"leaseSeconds,omitempty"`
 	// Term is the fencing term of the operator's decision this Spec carries
 	// (the Database's status.term). The agent refuses a Spec of a lower
-	// term than the highest it has seen (HTTP 409, ErrStaleTerm), which it
-	// keeps on the data volume; a server fenced in term T is made a
+	// term than the highest it has seen (HTTP 409, ErrStaleTerm), and one
+	// it cannot have been sent, above MaxTerm or more than MaxTermJump
+	// above the highest it has seen (HTTP 400, ErrImpossibleTerm), which it
+	// never persists; the highest term it has seen it keeps on the data
+	// volume; a server fenced in term T is made a
 	// primary again only by a primary Spec of a term above T. A late or
 	// duplicated request can therefore never re-arm a fenced primary.
 	Term int64 `json:"term,omitempty"`
