@@ -28,6 +28,9 @@ import (
 // fakeServer is an instance agent with a PostgreSQL server reduced to what
 // the controller reads: its role, timeline, WAL positions and stream.
 type fakeServer struct {
+	// tlsFiles is what the agent reports of the TLS files it serves from
+	// (instance.Status.TLSFiles), nil for none.
+	tlsFiles *instance.TLSFiles
 	answers    bool
 	spec       *instance.Spec
 	phase      instance.Phase
@@ -179,7 +182,7 @@ func (f *fakeAgents) Apply(_ context.Context, ip string, creds instance.AgentCre
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
 		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version,
-		TLS: true} // an agent of this release, whose server runs TLS
+		TLS: true, TLSFiles: s.tlsFiles} // an agent of this release, whose server runs TLS
 	if !s.noFeatures {
 		st.Features = []string{instance.FeatureSynchronous}
 	}
