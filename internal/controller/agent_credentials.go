@@ -77,7 +77,7 @@ func (c *agentCredentialCache) tlsConfig(db *dbv1.Database, secret *corev1.Secre
 	}
 	config, err := agentTLSConfig(db, secret.Data)
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+		return nil, fmt.Errorf("the agent keys Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	if c.configs == nil {
 		c.configs = map[types.NamespacedName]cachedTLS{}

@@ -30,7 +30,7 @@ import (
 type fakeServer struct {
 	// tlsFiles is what the agent reports of the TLS files it serves from
 	// (instance.Status.TLSFiles), nil for none.
-	tlsFiles *instance.TLSFiles
+	tlsFiles   *instance.TLSFiles
 	answers    bool
 	spec       *instance.Spec
 	phase      instance.Phase
