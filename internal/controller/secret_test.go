@@ -254,7 +254,7 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	f := newEnv(t, "renew")
 	ns := f.namespace
 	ctx := context.Background()
-	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
+	db := fixture.Database("ledger", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := pki.Issue(ca, pki.Request{CommonName: "orders." + ns + ".dbkeeper-agent", DNSNames: []string{"orders." + ns + ".dbkeeper-agent"},
+	agent, err := pki.Issue(ca, pki.Request{CommonName: "ledger." + ns + ".dbkeeper-agent", DNSNames: []string{"ledger." + ns + ".dbkeeper-agent"},
 		Usage: pki.Server, Validity: 365 * 24 * time.Hour}, now, random)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	}
 	f.startManager(controller.Options{})
 	keys := &corev1.Secret{}
-	keysKey := client.ObjectKey{Namespace: "dbkeeper-system", Name: ns + ".orders.agent-keys"}
+	keysKey := client.ObjectKey{Namespace: "dbkeeper-system", Name: ns + ".ledger.agent-keys"}
 	f.eventually("the keys in the operator's namespace alone, with a new operator certificate", func() string {
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
 			return err.Error()
@@ -337,7 +337,7 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 			t.Errorf("%s changed with the move and the operator's certificate", k)
 		}
 	}
-	f.eventuallyEvent("the Event of the move", "orders", "the operator keeps them in its own namespace")
+	f.eventuallyEvent("the Event of the move", "ledger", "the operator keeps them in its own namespace")
 }
 
 // checkChain checks that the certificate in data[key] is signed by the
