@@ -665,6 +665,23 @@ subjects:
 			}
 		}
 	}
+	// The CAs the agents trust, from the instance Secret the reader read.
+	agentCAs := map[string]bool{}
+	for _, sec := range list.Items {
+		if sec.Name != desired.InstanceSecretName(s.database(t, name)) {
+			continue
+		}
+		for rest := sec.Data[desired.SecretKeyAgentCA]; ; {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			agentCAs[string(block.Bytes)] = true
+		}
+	}
+	if len(agentCAs) == 0 {
+		t.Fatalf("the reader found no agent CA certificate in Secret %s", desired.InstanceSecretName(s.database(t, name)))
+	}
 	if len(keys) == 0 || len(certs) == 0 {
 		t.Fatalf("the reader found %d certificates and %d keys: the instance Secret's serving pair at least must be there", len(certs), len(keys))
 	}
@@ -695,7 +712,12 @@ subjects:
 			if !c.IsCA {
 				continue
 			}
-			t.Errorf("the key of CA %q is readable in the namespace", c.Subject.CommonName)
+			// Other CAs' keys are there by design (cert-manager's CA
+			// Secret, dbkeeper's server CA <name>-ca): the agents must
+			// not trust them. One the agents trust must not be there.
+			if agentCAs[string(c.Raw)] {
+				t.Errorf("the key of the agent CA %q is readable in the namespace", c.Subject.CommonName)
+			}
 			forged, err := pki.Issue(pki.KeyPair{CertPEM: certPEMs[i], KeyPEM: keyPEMs[j]},
 				pki.Request{CommonName: desired.AgentClientName, Usage: pki.Client, Validity: time.Hour}, time.Now(), rand.Reader)
 			if err != nil {
