@@ -206,7 +206,8 @@ REAL_NODE ?= false
 run: manifests generate ## Start devcluster, install dbkeeper with its webhooks and run it (Ctrl-C, or kill -INT of make's PID, stops all). USE_EXISTING_CLUSTER=true: the current kubeconfig, no webhooks.
 ifeq ($(USE_EXISTING_CLUSTER),true)
 	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
-	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0
+	$(KUBECTL) create namespace dbkeeper-system --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	go run ./cmd/dbkeeper --enable-webhooks=false --metrics-bind-address=0 --agent-keys-namespace=dbkeeper-system
 else
 ifeq ($(REAL_NODE),true)
 	MAKE="$(MAKE)" hack/setup.sh $(SETUP_REAL_NODE)

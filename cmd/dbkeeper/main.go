@@ -65,6 +65,7 @@ func main() {
 		agentUnreachable        string
 		backupImage             string
 		operatorNamespace       string
+		agentKeysNamespace      string
 		operatorPodLabels       string
 		metricsScrapers         string
 		crossNamespaceBackups   bool
@@ -115,6 +116,9 @@ func main() {
 	flag.StringVar(&operatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"),
 		"Namespace of the manager's pods, the only pods the Databases' NetworkPolicies admit to the instance agents' port. "+
 			"Defaults to POD_NAMESPACE; empty (a manager outside the cluster): no pod may reach the agents' port.")
+	flag.StringVar(&agentKeysNamespace, "agent-keys-namespace", "",
+		"Namespace of the Secrets holding each Database's agent CA key and the operator's client certificate for its agents, "+
+			"which only the operator may read (docs/security.md). Empty: --operator-namespace. Required when that is empty too.")
 	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "app.kubernetes.io/name=dbkeeper,control-plane=controller-manager",
 		"Labels of the manager's pods in --operator-namespace, as key=value,key=value, for the same NetworkPolicy rule.")
 	flag.StringVar(&metricsScrapers, "metrics-scraper-namespace-labels", "metrics=enabled",
@@ -150,6 +154,14 @@ func main() {
 	watched, err := parseNamespaces(watchNamespaces)
 	if err != nil {
 		log.Error(err, "invalid --watch-namespaces: need namespace names separated by commas, such as shop,billing, or nothing for every namespace")
+		os.Exit(1)
+	}
+	if agentKeysNamespace == "" {
+		agentKeysNamespace = operatorNamespace
+	}
+	if agentKeysNamespace == "" {
+		log.Error(nil, "no namespace for the agents' keys: set --agent-keys-namespace (a manager outside the cluster has no POD_NAMESPACE), "+
+			"a namespace that only the operator may read Secrets in")
 		os.Exit(1)
 	}
 	podLabels, err := labels.ConvertSelectorToLabelsMap(operatorPodLabels)
@@ -211,7 +223,7 @@ func main() {
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
-		Cache:                         controller.CacheOptions(watched...),
+		Cache:                         controller.CacheOptions(agentKeysNamespace, watched...),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    webhookHost,
 			Port:    webhookPortOpt,
@@ -252,6 +264,7 @@ func main() {
 		AgentUnreachable:        unreachable,
 		BackupImage:             backupImage,
 		Operator:                desired.OperatorPeer{Namespace: operatorNamespace, PodLabels: podLabels, MetricsScrapers: scraperLabels},
+		AgentKeysNamespace:      agentKeysNamespace,
 	}); err != nil {
 		log.Error(err, "unable to set up the Database controller")
 		os.Exit(1)
@@ -259,7 +272,7 @@ func main() {
 	if err := (&controller.BackupReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("dbkeeper"),
-	}).SetupWithManager(mgr, controller.Options{AgentUnreachable: unreachable}); err != nil {
+	}).SetupWithManager(mgr, controller.Options{AgentUnreachable: unreachable, AgentKeysNamespace: agentKeysNamespace}); err != nil {
 		log.Error(err, "unable to set up the Backup controller")
 		os.Exit(1)
 	}

@@ -19,10 +19,15 @@ import (
 )
 
 // agentCredentialCache builds what a call to a Database's agents presents
-// from its instance Secret, and keeps the parsed TLS configuration per
-// Secret and resourceVersion, so that a reconcile parses no key when the
-// Secret did not change. The zero value is ready to use.
+// from its agent keys Secret in the operator's namespace (namespace), and
+// keeps the parsed TLS configuration per Secret and resourceVersion, so
+// that a reconcile parses no key when the Secret did not change. Nothing
+// in the Database's own namespace goes into it: what is there, anyone who
+// may read Secrets there reads. The zero value, given a namespace, is
+// ready to use.
 type agentCredentialCache struct {
+	namespace string
+
 	mu      sync.Mutex
 	configs map[types.NamespacedName]cachedTLS
 }
@@ -32,15 +37,18 @@ type cachedTLS struct {
 	config  *tls.Config
 }
 
-// get returns the credentials for db's agents: mTLS from the instance
+// get returns the credentials for db's agents: mTLS from the agent keys
 // Secret, and while the credentials Secret of a Database made by an
 // earlier release still holds SecretKeyAgentToken, that token for the
 // agents of that release (instance.AgentCredentials.LegacyToken).
 func (c *agentCredentialCache) get(ctx context.Context, reader client.Reader, db *dbv1.Database) (instance.AgentCredentials, error) {
+	if c.namespace == "" {
+		return instance.AgentCredentials{}, errors.New("the operator has no namespace for the agents' keys: set --agent-keys-namespace")
+	}
 	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: db.Namespace, Name: desired.InstanceSecretName(db)}
+	key := client.ObjectKey{Namespace: c.namespace, Name: desired.AgentKeysSecretName(db)}
 	if err := reader.Get(ctx, key, secret); err != nil {
-		return instance.AgentCredentials{}, fmt.Errorf("reading the agents' credentials: %w", err)
+		return instance.AgentCredentials{}, fmt.Errorf("reading the agents' credentials, Secret %s/%s: %w", key.Namespace, key.Name, err)
 	}
 	config, err := c.tlsConfig(db, secret)
 	if err != nil {
@@ -58,7 +66,7 @@ func (c *agentCredentialCache) get(ctx context.Context, reader client.Reader, db
 	return creds, nil
 }
 
-// tlsConfig returns the parsed configuration of secret, the instance
+// tlsConfig returns the parsed configuration of secret, the agent keys
 // Secret of db.
 func (c *agentCredentialCache) tlsConfig(db *dbv1.Database, secret *corev1.Secret) (*tls.Config, error) {
 	id := types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name}
@@ -69,7 +77,7 @@ func (c *agentCredentialCache) tlsConfig(db *dbv1.Database, secret *corev1.Secre
 	}
 	config, err := agentTLSConfig(db, secret.Data)
 	if err != nil {
-		return nil, fmt.Errorf("the instance Secret %s: %w", secret.Name, err)
+		return nil, fmt.Errorf("the agent keys Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	if c.configs == nil {
 		c.configs = map[types.NamespacedName]cachedTLS{}
@@ -78,20 +86,27 @@ func (c *agentCredentialCache) tlsConfig(db *dbv1.Database, secret *corev1.Secre
 	return config, nil
 }
 
-// forget drops what is kept of db's instance Secret.
+// forget drops what is kept of db's agent keys Secret.
 func (c *agentCredentialCache) forget(db types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.configs, types.NamespacedName{Namespace: db.Namespace, Name: desired.InstanceSecretName(&dbv1.Database{ObjectMeta: metav1.ObjectMeta{Name: db.Name}})})
+	name := desired.AgentKeysSecretName(&dbv1.Database{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: db.Name}})
+	delete(c.configs, types.NamespacedName{Namespace: c.namespace, Name: name})
 }
 
-// agentTLSConfig is the client side of the agents' mTLS: it trusts only
-// the Database's agent CA, checks the name in the agents' serving
+// agentTLSConfig is the client side of the agents' mTLS, from the agent
+// keys Secret's data: it trusts only the Database's agent CAs (while one
+// replaces another, both), checks the name in the agents' serving
 // certificate, and presents the operator's client certificate.
 func agentTLSConfig(db *dbv1.Database, data map[string][]byte) (*tls.Config, error) {
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(data[desired.SecretKeyAgentCA]) {
-		return nil, errors.New(desired.SecretKeyAgentCA + " holds no PEM certificate; delete the key and the operator makes a new CA")
+	if !roots.AppendCertsFromPEM(data[desired.SecretKeyAgentCACert]) {
+		return nil, errors.New(desired.SecretKeyAgentCACert + " holds no PEM certificate; delete the key and the operator makes a new CA")
+	}
+	for _, k := range []string{desired.SecretKeyPreviousAgentCACert, desired.SecretKeyNextAgentCACert} {
+		if len(data[k]) > 0 && !roots.AppendCertsFromPEM(data[k]) {
+			return nil, errors.New(k + " holds no PEM certificate")
+		}
 	}
 	cert, err := tls.X509KeyPair(data[desired.SecretKeyOperatorCert], data[desired.SecretKeyOperatorKey])
 	if err != nil {

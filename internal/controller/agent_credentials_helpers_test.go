@@ -17,17 +17,21 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 )
 
-// createInstanceSecret creates db's instance Secret as the controller
-// makes it, for the tests that call the agents without running the
-// reconcile that would.
+// createInstanceSecret creates db's instance Secret and its agent keys
+// Secret (in testKeysNamespace) as the controller makes them, for the
+// tests that call the agents without running the reconcile that would.
 func createInstanceSecret(t testing.TB, ctx context.Context, c client.Client, db *dbv1.Database) {
 	t.Helper()
-	values, _, err := instanceSecretValues(db, nil, nil, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), rand.NewChaCha8([32]byte{1}))
+	v, err := instanceSecretValues(db, nil, nil, nil, agentPodsLoaded{}, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), rand.NewChaCha8([32]byte{1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: db.Namespace, Name: desired.InstanceSecretName(db)},
-		Data: values}); err != nil {
+		Data: v.tenant}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testKeysNamespace, Name: desired.AgentKeysSecretName(db),
+		Labels: desired.AgentKeysLabels(db)}, Data: v.keys}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,4 +61,16 @@ func (r *DatabaseReconciler) agentCredentialsOf(t testing.TB, db *dbv1.Database)
 		t.Fatal(err)
 	}
 	return creds
+}
+
+// testKeysNamespace is the namespace of the agent keys Secrets in the
+// package's tests.
+const testKeysNamespace = "dbkeeper-system"
+
+// withTestKeys sets r's namespace of the agent keys Secrets, as
+// SetupWithManager does from Options.AgentKeysNamespace.
+func withTestKeys(r *DatabaseReconciler) *DatabaseReconciler {
+	r.keysNamespace = testKeysNamespace
+	r.agentCreds.namespace = testKeysNamespace
+	return r
 }

@@ -240,7 +240,7 @@ func TestASingleServersArchivingIsAskedEveryPollPeriod(t *testing.T) {
 		archiving: &instance.Archiving{Sidecar: &archiver.Status{}, LastArchivedWAL: "000000010000000000000002", LastArchivedTime: &t0}}
 	agents := &countingAgents{fakeAgents: &fakeAgents{now: func() time.Time { return now }, hosts: map[string]string{},
 		servers: map[string]*fakeServer{ip: server}}}
-	r := &DatabaseReconciler{Client: c, Recorder: events.NewFakeRecorder(100), Agents: agents, Now: func() time.Time { return now }}
+	r := withTestKeys(&DatabaseReconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Agents: agents, Now: func() time.Time { return now }})
 	r.versions.events = make(chan event.GenericEvent, 10)
 	r.versions.ctx = ctx
 	pod := corev1.Pod{

@@ -60,6 +60,10 @@ func (r *BackupReconciler) now() time.Time {
 
 // SetupWithManager registers the Backup controller.
 func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
+	if opts.AgentKeysNamespace == "" {
+		return errors.New("no namespace for the agents' keys (Options.AgentKeysNamespace)")
+	}
+	r.agentCreds.namespace = opts.AgentKeysNamespace
 	if r.Agents == nil {
 		r.Agents = newAgentClient(opts)
 	}

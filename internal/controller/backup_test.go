@@ -43,7 +43,7 @@ func newBackupFixture(t *testing.T, withBackup bool) *backupFixture {
 	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
 	f.agents.servers[backupTestIP] = &fakeServer{answers: true, phase: instance.PhaseRunning, timeline: 1, heldTerm: -1, backups: &fakeBackups{takes: 8 * time.Second}}
 	clock := func() time.Time { return f.now }
-	f.r = &BackupReconciler{Client: c, Recorder: f.recorder, Agents: f.agents, Now: clock}
+	f.r = &BackupReconciler{Client: c, Recorder: f.recorder, Agents: f.agents, Now: clock, agentCreds: agentCredentialCache{namespace: testKeysNamespace}}
 	f.sched = &BackupScheduleReconciler{Client: c, Recorder: f.recorder, Now: clock}
 	ctx := context.Background()
 	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace(ns)))

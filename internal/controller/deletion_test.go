@@ -15,6 +15,7 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/controller"
+	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 )
 
@@ -50,8 +51,16 @@ func TestDeletionPolicyDelete(t *testing.T) {
 	if got := f.database(key).Finalizers; !slices.Contains(got, controller.VolumesFinalizer) {
 		t.Errorf("finalizers of the Database with deletionPolicy Delete: %v, want %s", got, controller.VolumesFinalizer)
 	}
-	if got := f.database(client.ObjectKeyFromObject(retained)).Finalizers; len(got) != 0 {
-		t.Errorf("finalizers of the Database with deletionPolicy Retain: %v, want none", got)
+	if got := f.database(client.ObjectKeyFromObject(retained)).Finalizers; !slices.Equal(got, []string{controller.AgentKeysFinalizer}) {
+		t.Errorf("finalizers of the Database with deletionPolicy Retain: %v, want only %s", got, controller.AgentKeysFinalizer)
+	}
+	keysOf := func(db *dbv1.Database) client.ObjectKey {
+		return client.ObjectKey{Namespace: "dbkeeper-system", Name: desired.AgentKeysSecretName(db)}
+	}
+	for _, d := range []*dbv1.Database{db, retained} {
+		if err := f.client.Get(ctx, keysOf(d), &corev1.Secret{}); err != nil {
+			t.Fatalf("the agent keys Secret of %s: %v", d.Name, err)
+		}
 	}
 
 	// The claims the StatefulSet controller would make, and the retained
@@ -88,8 +97,20 @@ func TestDeletionPolicyDelete(t *testing.T) {
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(doomed), c); err == nil && c.DeletionTimestamp.IsZero() {
 			return "the claim is not being deleted"
 		}
+		// No owner reference crosses namespaces: the finalizer deletes it.
+		if err := f.client.Get(ctx, keysOf(db), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the agent keys Secret in the operator's namespace is still there (%v)", err)
+		}
 		return ""
 	})
+	if err := f.client.Get(ctx, keysOf(retained), &corev1.Secret{}); err != nil {
+		t.Errorf("the retained Database's agent keys Secret: %v", err)
+	}
+	// A Database deleted with deletionPolicy Retain: its keys go too.
+	if err := f.client.Delete(ctx, retained); err != nil {
+		t.Fatal(err)
+	}
+	f.eventuallyDeleted("the retained Database's agent keys Secret", keysOf(retained), &corev1.Secret{})
 	c := &corev1.PersistentVolumeClaim{}
 	if err := f.client.Get(ctx, client.ObjectKeyFromObject(kept), c); err != nil || !c.DeletionTimestamp.IsZero() {
 		t.Errorf("the retained Database's claim: %v, deleting since %v", err, c.DeletionTimestamp)

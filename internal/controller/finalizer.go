@@ -29,41 +29,93 @@ import (
 // children for it.
 const VolumesFinalizer = "dbkeeper.io/delete-volumes"
 
+// AgentKeysFinalizer is on every Database whose pods run the instance
+// agent: its agent keys Secret lives in the operator's namespace, where no
+// owner reference to the Database can reach (the garbage collector ignores
+// one across namespaces), so the controller deletes it before the Database
+// is gone.
+const AgentKeysFinalizer = "dbkeeper.io/delete-agent-keys"
+
 // claimsSettleDelay is how long a deleted Database waits, once its
 // StatefulSet is deleted, before its claims are listed for the last time:
 // a StatefulSet controller sync still under way may create one more.
 const claimsSettleDelay = 2 * time.Second
 
 // syncFinalizer adds VolumesFinalizer to a Database whose deletionPolicy is
-// Delete and removes it from one whose policy is Retain.
+// Delete and removes it from one whose policy is Retain, and adds
+// AgentKeysFinalizer to one with the instance agent.
 func (r *DatabaseReconciler) syncFinalizer(ctx context.Context, s *scope) error {
-	return r.setFinalizer(ctx, s.db, s.spec.Spec.DeletionPolicy == dbv1.DeletionPolicyDelete)
-}
-
-// setFinalizer adds VolumesFinalizer to db, or removes it, unless db is so
-// already, in one patch guarded by the resourceVersion.
-func (r *DatabaseReconciler) setFinalizer(ctx context.Context, db *dbv1.Database, want bool) error {
-	if want == controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
-		return nil
+	if err := r.setFinalizer(ctx, s.db, VolumesFinalizer, s.spec.Spec.DeletionPolicy == dbv1.DeletionPolicyDelete); err != nil {
+		return err
 	}
-	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if want {
-		controllerutil.AddFinalizer(db, VolumesFinalizer)
-	} else {
-		controllerutil.RemoveFinalizer(db, VolumesFinalizer)
-	}
-	if err := r.Client.Patch(ctx, db, patch); err != nil {
-		return fmt.Errorf("updating the finalizer %s: %w", VolumesFinalizer, err)
+	if desired.HasInstanceAgent(s.spec) {
+		return r.setFinalizer(ctx, s.db, AgentKeysFinalizer, true)
 	}
 	return nil
 }
 
-// finalize deletes the StatefulSet and the claims of a Database being
-// deleted with deletionPolicy Delete, then removes VolumesFinalizer; the
-// garbage collector deletes the other children and the pods.
+// setFinalizer adds finalizer to db, or removes it, unless db is so
+// already, in one patch guarded by the resourceVersion.
+func (r *DatabaseReconciler) setFinalizer(ctx context.Context, db *dbv1.Database, finalizer string, want bool) error {
+	if want == controllerutil.ContainsFinalizer(db, finalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(db.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want {
+		controllerutil.AddFinalizer(db, finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(db, finalizer)
+	}
+	if err := r.Client.Patch(ctx, db, patch); err != nil {
+		return fmt.Errorf("updating the finalizer %s: %w", finalizer, err)
+	}
+	return nil
+}
+
+// finalizeAgentKeys deletes the agent keys Secret of a Database being
+// deleted, if it is that Database's (its UID label), then removes
+// AgentKeysFinalizer. Its pods are going: nothing calls their agents any
+// more.
+func (r *DatabaseReconciler) finalizeAgentKeys(ctx context.Context, s *scope) error {
+	db := s.db
+	if r.keysNamespace != "" {
+		secret := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: r.keysNamespace, Name: desired.AgentKeysSecretName(db)}
+		err := r.APIReader.Get(ctx, key, secret)
+		switch {
+		case err == nil && secret.Labels[desired.LabelDatabaseUID] == string(db.UID):
+			err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
+			if client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting Secret %s/%s: %w", key.Namespace, key.Name, err)
+			}
+			s.wrote("Deleted", r.kindOf(secret), key.Name, "deleted Secret "+key.Namespace+"/"+key.Name+" (the agents' keys)")
+		case client.IgnoreNotFound(err) != nil:
+			return fmt.Errorf("reading Secret %s/%s: %w", key.Namespace, key.Name, err)
+		}
+	}
+	r.agentCreds.forget(client.ObjectKeyFromObject(db))
+	return r.setFinalizer(ctx, db, AgentKeysFinalizer, false)
+}
+
+// finalize deletes the agent keys Secret of a Database being deleted and
+// removes AgentKeysFinalizer; then, with deletionPolicy Delete, deletes its
+// StatefulSet and claims and removes VolumesFinalizer; the garbage
+// collector deletes the other children and the pods.
 func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (ctrl.Result, error) {
 	s := &scope{db: db}
 	defer r.recordWrites(s)
+
+	if controllerutil.ContainsFinalizer(db, AgentKeysFinalizer) {
+		if err := r.finalizeAgentKeys(ctx, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	}
+	if !controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
+		return ctrl.Result{}, nil
+	}
 
 	// The StatefulSet first, so that no claim is created any more.
 	sts := &appsv1.StatefulSet{}
@@ -102,7 +154,7 @@ func (r *DatabaseReconciler) finalize(ctx context.Context, db *dbv1.Database) (c
 		s.wrote("Deleted", r.kindOf(&claims.Items[0]), deleted[0], "deleted PersistentVolumeClaim "+strings.Join(deleted, ", ")+" (deletionPolicy Delete)")
 	}
 
-	if err := r.setFinalizer(ctx, db, false); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.setFinalizer(ctx, db, VolumesFinalizer, false); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil

@@ -68,7 +68,7 @@ func TestStalledIsWrittenWhenTheCacheLags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := &laggingCache{Client: c, stale: stale}
-	r := &DatabaseReconciler{Client: cache, APIReader: c, Recorder: &events.FakeRecorder{}, Rules: rules.Rules{Clock: clock.RealClock{}}}
+	r := withTestKeys(&DatabaseReconciler{Client: cache, APIReader: c, Recorder: &events.FakeRecorder{}, Rules: rules.Rules{Clock: clock.RealClock{}}})
 	r.status.wrote(key, statusWrite{replaced: stale.ResourceVersion, written: db.ResourceVersion})
 
 	res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})

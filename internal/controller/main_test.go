@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +35,10 @@ func newTestClient(t *testing.T, prefix string) (client.Client, string) {
 	}
 	c, err := client.New(apiServer.Config(t), client.Options{Scheme: scheme})
 	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testKeysNamespace}}
+	if err := c.Create(context.Background(), keys); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}

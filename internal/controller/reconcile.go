@@ -56,7 +56,7 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !db.DeletionTimestamp.IsZero() {
-		if controllerutil.ContainsFinalizer(db, VolumesFinalizer) {
+		if controllerutil.ContainsFinalizer(db, VolumesFinalizer) || controllerutil.ContainsFinalizer(db, AgentKeysFinalizer) {
 			return r.finalize(ctx, db)
 		}
 		// The garbage collector deletes the children.

@@ -108,8 +108,8 @@ func TestReconciler(t *testing.T) {
 		if len(missed) != 0 {
 			t.Errorf("reads of missing children: %q, want none", missed)
 		}
-		if writes := f.counter.get(); len(writes) != 8 {
-			t.Errorf("writes to children: %q, want one create of each of the 8", writes)
+		if writes := f.counter.get(); len(writes) != 9 {
+			t.Errorf("writes to children: %q, want one create of each of the 9 (the agent keys Secret in the operator's namespace among them)", writes)
 		}
 		var event *eventsv1.Event
 		f.eventually("the Event of the creation", func() string {

@@ -28,6 +28,9 @@ import (
 // fakeServer is an instance agent with a PostgreSQL server reduced to what
 // the controller reads: its role, timeline, WAL positions and stream.
 type fakeServer struct {
+	// tlsFiles is what the agent reports of the TLS files it serves from
+	// (instance.Status.TLSFiles), nil for none.
+	tlsFiles   *instance.TLSFiles
 	answers    bool
 	spec       *instance.Spec
 	phase      instance.Phase
@@ -179,7 +182,7 @@ func (f *fakeAgents) Apply(_ context.Context, ip string, creds instance.AgentCre
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
 		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version,
-		TLS: true} // an agent of this release, whose server runs TLS
+		TLS: true, TLSFiles: s.tlsFiles} // an agent of this release, whose server runs TLS
 	if !s.noFeatures {
 		st.Features = []string{instance.FeatureSynchronous}
 	}
@@ -231,7 +234,7 @@ func newReplicationFixture(t *testing.T) *replicationFixture {
 	db.Spec.Replicas = ptr.To[int32](3)
 	f := &replicationFixture{t: t, c: c, db: db, now: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)}
 	f.agents = &fakeAgents{servers: map[string]*fakeServer{}, hosts: map[string]string{}, now: func() time.Time { return f.now }}
-	f.r = &DatabaseReconciler{Client: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }}
+	f.r = withTestKeys(&DatabaseReconciler{Client: c, APIReader: c, Recorder: &events.FakeRecorder{}, Agents: f.agents, Now: func() time.Time { return f.now }})
 	createInstanceSecret(t, ctx, c, db)
 	for i := range 3 {
 		f.addPod(i)

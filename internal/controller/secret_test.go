@@ -88,7 +88,12 @@ func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 			t.Errorf("controller reference %+v, want the Database", ref)
 		}
 		checkChain(t, inst.Data, desired.SecretKeyAgentCert, x509.ExtKeyUsageServerAuth, desired.AgentServerName(db), []string{desired.AgentServerName(db)})
-		checkChain(t, inst.Data, desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
+		keys := &corev1.Secret{}
+		if err := f.client.Get(ctx, client.ObjectKey{Namespace: "dbkeeper-system", Name: desired.AgentKeysSecretName(db)}, keys); err != nil {
+			t.Fatal(err)
+		}
+		checkChain(t, map[string][]byte{desired.SecretKeyAgentCA: inst.Data[desired.SecretKeyAgentCA], desired.SecretKeyOperatorCert: keys.Data[desired.SecretKeyOperatorCert]},
+			desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
 
 		if err := f.client.Get(ctx, key, secret); err != nil {
 			t.Fatal(err)
@@ -238,14 +243,18 @@ func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 	})
 }
 
-// TestAnExpiringOperatorCertificateIsRenewed: a client certificate with
-// less than a third of its year left is issued again by the same CA, and
-// the agents' certificate and the CA stay.
+// TestAnExpiringOperatorCertificateIsRenewed: the instance Secret of an
+// earlier release, which held the agent CA's key and the operator's client
+// certificate: both move to the agent keys Secret in the operator's
+// namespace and leave the instance Secret; the CA is kept, so the agents
+// keep trusting the operator; a client certificate with less than a third
+// of its year left is issued again by the same CA, and the agents'
+// certificate and the CA stay.
 func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	f := newEnv(t, "renew")
 	ns := f.namespace
 	ctx := context.Background()
-	db := fixture.Database("orders", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
+	db := fixture.Database("ledger", fixture.WithNamespace(ns), fixture.WithEngine(dbv1.EnginePostgres))
 	if err := f.client.Create(ctx, db); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +267,7 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := pki.Issue(ca, pki.Request{CommonName: "orders." + ns + ".dbkeeper-agent", DNSNames: []string{"orders." + ns + ".dbkeeper-agent"},
+	agent, err := pki.Issue(ca, pki.Request{CommonName: "ledger." + ns + ".dbkeeper-agent", DNSNames: []string{"ledger." + ns + ".dbkeeper-agent"},
 		Usage: pki.Server, Validity: 365 * 24 * time.Hour}, now, random)
 	if err != nil {
 		t.Fatal(err)
@@ -284,33 +293,51 @@ func TestAnExpiringOperatorCertificateIsRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.startManager(controller.Options{})
-	f.eventually("a new operator certificate", func() string {
+	keys := &corev1.Secret{}
+	keysKey := client.ObjectKey{Namespace: "dbkeeper-system", Name: ns + ".ledger.agent-keys"}
+	f.eventually("the keys in the operator's namespace alone, with a new operator certificate", func() string {
 		if err := f.client.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
 			return err.Error()
 		}
-		if string(inst.Data[desired.SecretKeyOperatorCert]) == string(operator.CertPEM) {
+		for _, k := range desired.LegacyInstanceSecretKeys {
+			if _, ok := inst.Data[k]; ok {
+				return "the instance Secret still holds " + k
+			}
+		}
+		if err := f.client.Get(ctx, keysKey, keys); err != nil {
+			return err.Error()
+		}
+		if string(keys.Data[desired.SecretKeyOperatorCert]) == string(operator.CertPEM) {
 			return "the old operator certificate"
 		}
 		return ""
 	})
-	if string(inst.Data[desired.SecretKeyOperatorKey]) == string(operator.KeyPEM) {
+	if string(keys.Data[desired.SecretKeyOperatorKey]) == string(operator.KeyPEM) {
 		t.Errorf("the operator's key was kept with a new certificate")
 	}
-	cert := checkChain(t, inst.Data, desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
+	if len(keys.OwnerReferences) != 0 || keys.Labels[desired.LabelDatabaseUID] != string(db.UID) || keys.Labels[desired.LabelDatabaseNamespace] != ns {
+		t.Errorf("the agent keys Secret: owner references %v, labels %v; want none, and labels naming the Database and its UID", keys.OwnerReferences, keys.Labels)
+	}
+	if string(keys.Data[desired.SecretKeyAgentCACert]) != string(ca.CertPEM) || string(keys.Data[desired.SecretKeyAgentCAKey]) != string(ca.KeyPEM) {
+		t.Errorf("the agent CA was not moved as it was: the agents would stop trusting the operator")
+	}
+	both := map[string][]byte{desired.SecretKeyAgentCA: ca.CertPEM, desired.SecretKeyOperatorCert: keys.Data[desired.SecretKeyOperatorCert]}
+	cert := checkChain(t, both, desired.SecretKeyOperatorCert, x509.ExtKeyUsageClientAuth, desired.AgentClientName, nil)
 	if cert != nil && cert.NotAfter.Sub(now) < 360*24*time.Hour {
 		t.Errorf("the new certificate expires at %s, want about a year from now", cert.NotAfter)
 	}
-	for _, k := range []string{desired.SecretKeyAgentCA, desired.SecretKeyAgentCAKey, desired.SecretKeyAgentCert, desired.SecretKeyAgentKey,
+	for _, k := range []string{desired.SecretKeyAgentCA, desired.SecretKeyAgentCert, desired.SecretKeyAgentKey,
 		desired.SecretKeySuperuserPassword, desired.SecretKeyInstanceReplicationPassword} {
 		if string(inst.Data[k]) != string(map[string][]byte{
-			desired.SecretKeyAgentCA: ca.CertPEM, desired.SecretKeyAgentCAKey: ca.KeyPEM,
+			desired.SecretKeyAgentCA:   ca.CertPEM,
 			desired.SecretKeyAgentCert: agent.CertPEM, desired.SecretKeyAgentKey: agent.KeyPEM,
 			desired.SecretKeySuperuserPassword:           []byte("superuser-password-of-the-test"),
 			desired.SecretKeyInstanceReplicationPassword: []byte("replication-password-of-the-test"),
 		}[k]) {
-			t.Errorf("%s changed with the operator's certificate", k)
+			t.Errorf("%s changed with the move and the operator's certificate", k)
 		}
 	}
+	f.eventuallyEvent("the Event of the move", "ledger", "the operator keeps them in its own namespace")
 }
 
 // checkChain checks that the certificate in data[key] is signed by the

@@ -167,7 +167,7 @@ func TestASingleServersVersionIsAskedInTheBackgroundOncePerContainer(t *testing.
 	agents := &countingAgents{fakeAgents: &fakeAgents{now: func() time.Time { return now }, hosts: map[string]string{},
 		servers: map[string]*fakeServer{ip: {answers: true, phase: instance.PhaseRunning, timeline: 1, version: "15.20"}}}}
 	recorder := events.NewFakeRecorder(100)
-	r := &DatabaseReconciler{Client: c, Recorder: recorder, Agents: agents, Now: func() time.Time { return now }}
+	r := withTestKeys(&DatabaseReconciler{Client: c, APIReader: c, Recorder: recorder, Agents: agents, Now: func() time.Time { return now }})
 	r.versions.events = make(chan event.GenericEvent, 1)
 	r.versions.ctx = ctx
 	pod := corev1.Pod{

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -77,6 +78,8 @@ type DatabaseReconciler struct {
 	build desired.Options
 	// agentCreds are the Databases' agent credentials.
 	agentCreds agentCredentialCache
+	// keysNamespace is Options.AgentKeysNamespace.
+	keysNamespace string
 }
 
 // Options tune the controller.
@@ -100,6 +103,10 @@ type Options struct {
 	// (desired.OperatorPeer); an empty Namespace when the operator runs
 	// outside the cluster.
 	Operator desired.OperatorPeer
+	// AgentKeysNamespace is the namespace of the agent keys Secrets
+	// (desired.AgentKeysSecretName): the operator's own, which the
+	// Databases' namespaces cannot read. The manager's cache must hold it.
+	AgentKeysNamespace string
 }
 
 // CacheOptions limits the manager's cache to the objects dbkeeper manages,
@@ -110,22 +117,28 @@ type Options struct {
 // metadata and status. With namespaces, it holds only what is in those
 // namespaces (cluster-scoped objects, StorageClasses, are not limited):
 // the operator's --watch-namespaces, so that a Database elsewhere is
-// never seen, let alone touched.
-func CacheOptions(namespaces ...string) cache.Options {
+// never seen, let alone touched. The Secrets of agentKeysNamespace (the
+// agents' keys, Options.AgentKeysNamespace) are held too, and nothing
+// else of that namespace.
+func CacheOptions(agentKeysNamespace string, namespaces ...string) cache.Options {
 	selector := labels.SelectorFromSet(labels.Set{desired.LabelManagedBy: desired.ManagedByValue})
 	applied := cache.ByObject{Label: selector}
-	var watched map[string]cache.Config
+	var watched, secrets map[string]cache.Config
 	for _, ns := range namespaces {
 		if watched == nil {
-			watched = map[string]cache.Config{}
+			watched, secrets = map[string]cache.Config{}, map[string]cache.Config{}
 		}
 		watched[ns] = cache.Config{}
+		secrets[ns] = cache.Config{}
+	}
+	if secrets != nil && agentKeysNamespace != "" {
+		secrets[agentKeysNamespace] = cache.Config{}
 	}
 	return cache.Options{
 		DefaultNamespaces: watched,
 		ByObject: map[client.Object]cache.ByObject{
 			&dbv1.Database{}:                {Transform: cache.TransformStripManagedFields()},
-			&corev1.Secret{}:                {Label: selector, Transform: cache.TransformStripManagedFields()},
+			&corev1.Secret{}:                {Namespaces: secrets, Label: selector, Transform: cache.TransformStripManagedFields()},
 			&corev1.Service{}:               applied,
 			&appsv1.StatefulSet{}:           applied,
 			&policyv1.PodDisruptionBudget{}: applied,
@@ -171,6 +184,11 @@ func (r *DatabaseReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) er
 	if r.Agents == nil {
 		r.Agents = newAgentClient(opts)
 	}
+	if opts.AgentKeysNamespace == "" {
+		return errors.New("no namespace for the agents' keys (Options.AgentKeysNamespace)")
+	}
+	r.keysNamespace = opts.AgentKeysNamespace
+	r.agentCreds.namespace = opts.AgentKeysNamespace
 	r.build = desired.Options{
 		InstanceImage: cmp.Or(opts.InstanceImage, desired.DefaultInstanceImage),
 		BackupImage:   cmp.Or(opts.BackupImage, desired.DefaultBackupImage),

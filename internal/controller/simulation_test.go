@@ -222,7 +222,7 @@ func (h *simHarness) newReconciler() *DatabaseReconciler {
 	if h.rec == nil {
 		h.rec = events.NewFakeRecorder(1000)
 	}
-	return &DatabaseReconciler{Client: h.c, Recorder: h.rec, Agents: h.w, Now: func() time.Time { return h.w.now }}
+	return withTestKeys(&DatabaseReconciler{Client: h.c, APIReader: h.c, Recorder: h.rec, Agents: h.w, Now: func() time.Time { return h.w.now }})
 }
 
 func (h *simHarness) podName(ordinal int) string { return h.key.Name + "-" + strconv.Itoa(ordinal) }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -174,7 +175,10 @@ func (f *env) startManager(opts controller.Options) {
 	if f.impersonate != nil {
 		cfg.Impersonate = *f.impersonate
 	}
-	cacheOptions := controller.CacheOptions(f.namespace)
+	if opts.AgentKeysNamespace == "" {
+		opts.AgentKeysNamespace = f.keysNamespace()
+	}
+	cacheOptions := controller.CacheOptions(opts.AgentKeysNamespace, f.namespace)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
@@ -212,6 +216,18 @@ func (f *env) startManager(opts controller.Options) {
 		<-done
 		f.stop = nil
 	}
+}
+
+// keysNamespace returns the namespace of the agent keys Secrets, the
+// operator's own, which it creates unless it exists: one for every test,
+// since the Secrets' names hold the Databases' namespaces.
+func (f *env) keysNamespace() string {
+	f.t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dbkeeper-system"}}
+	if err := f.client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		f.t.Fatal(err)
+	}
+	return ns.Name
 }
 
 // eventually waits until check returns "".

@@ -11,13 +11,24 @@ import (
 // ComponentInstance marks the instance Secret (InstanceSecretName).
 const ComponentInstance = "instance"
 
+// ComponentAgentKeys marks the agent keys Secret (AgentKeysSecretName).
+const ComponentAgentKeys = "agent-keys"
+
+// Labels of the agent keys Secret, which no owner reference can tie to its
+// Database (it lives in another namespace): they name the Database, and
+// its UID tells the keys of a Database from those of an earlier one of the
+// same name.
+const (
+	LabelDatabaseNamespace = "dbkeeper.io/database-namespace"
+	LabelDatabaseName      = "dbkeeper.io/database-name"
+	LabelDatabaseUID       = "dbkeeper.io/database-uid"
+)
+
 // InstanceSecretKeys are the keys of the instance Secret, each of which the
 // controller makes once and keeps.
 var InstanceSecretKeys = []string{
 	SecretKeySuperuserPassword, SecretKeyInstanceReplicationPassword,
-	SecretKeyAgentCA, SecretKeyAgentCAKey,
-	SecretKeyAgentCert, SecretKeyAgentKey,
-	SecretKeyOperatorCert, SecretKeyOperatorKey,
+	SecretKeyAgentCA, SecretKeyAgentCert, SecretKeyAgentKey,
 }
 
 // ConfidentialKeys are the keys of a Database's Secrets (credentials,
@@ -26,7 +37,7 @@ var InstanceSecretKeys = []string{
 // private keys. The leak scans of the tests look for them.
 var ConfidentialKeys = []string{
 	SecretKeyPassword, SecretKeyURI, SecretKeyReplicationPassword, SecretKeyAgentToken,
-	SecretKeySuperuserPassword, SecretKeyAgentCAKey, SecretKeyAgentKey, SecretKeyOperatorKey,
+	SecretKeySuperuserPassword, SecretKeyAgentCAKey, SecretKeyNextAgentCAKey, SecretKeyAgentKey, SecretKeyOperatorKey,
 	SecretKeyTLSKey, SecretKeyCAKey,
 }
 
@@ -42,8 +53,8 @@ var instanceSecretFiles = map[string]string{
 
 // InstanceSecret returns the Database's instance Secret holding values, by
 // key (InstanceSecretKeys; other keys are left out): the superuser's and
-// the replication role's passwords, the agent CA, the agents' serving
-// certificate and the operator's client certificate. The values are the
+// the replication role's passwords, the bundle of agent CA certificates
+// and the agents' serving certificate. The values are the
 // caller's: the controller makes each once and keeps the ones already in
 // the live Secret. Only the Database's pods mount it, and only the keys of
 // InstanceSecretMounted.
@@ -57,4 +68,35 @@ func InstanceSecret(db *dbv1.Database, values map[string][]byte) *corev1ac.Secre
 		WithOwnerReferences(ownerReference(db)).
 		WithType(corev1.SecretTypeOpaque).
 		WithData(data)
+}
+
+// AgentKeysSecret returns the agent keys Secret of the Database in the
+// operator's namespace holding values, by key (AgentKeysSecretKeys; other
+// keys and empty values are left out): the agent CA with its key, the CA
+// replacing it or replaced by it while a rotation runs, and the
+// operator's client certificate. No pod mounts it and no owner reference
+// ties it to the Database: the controller deletes it when the Database is
+// deleted (a finalizer), and finds it by name and by its labels.
+func AgentKeysSecret(db *dbv1.Database, namespace string, values map[string][]byte) *corev1ac.SecretApplyConfiguration {
+	data := make(map[string][]byte, len(AgentKeysSecretKeys))
+	for _, k := range AgentKeysSecretKeys {
+		if len(values[k]) > 0 {
+			data[k] = values[k]
+		}
+	}
+	return corev1ac.Secret(AgentKeysSecretName(db), namespace).
+		WithLabels(AgentKeysLabels(db)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(data)
+}
+
+// AgentKeysLabels returns the labels of the Database's agent keys Secret.
+func AgentKeysLabels(db *dbv1.Database) map[string]string {
+	return map[string]string{
+		LabelManagedBy:         ManagedByValue,
+		LabelComponent:         ComponentAgentKeys,
+		LabelDatabaseNamespace: db.Namespace,
+		LabelDatabaseName:      db.Name,
+		LabelDatabaseUID:       string(db.UID),
+	}
 }

@@ -74,10 +74,12 @@ const ReplicationUser = "dbkeeper_replication"
 // database.
 const SuperUser = "postgres"
 
-// Keys of the instance Secret (InstanceSecretName), which holds what only
-// the operator and the Database's own pods may use. The pods mount the
-// keys of InstanceSecretMounted only; the CA's key and the operator's client
-// certificate never leave the operator.
+// Keys of the instance Secret (InstanceSecretName), in the Database's
+// namespace, which holds what the Database's pods mount and nothing else:
+// no private key that signs or commands anything beyond one pod's own
+// serving certificate. The agents' CA key and the operator's client
+// certificate live in the agent keys Secret (AgentKeysSecretName) in the
+// operator's namespace.
 const (
 	// SecretKeySuperuserPassword is SuperUser's password.
 	SecretKeySuperuserPassword = "superuser-password"
@@ -85,20 +87,52 @@ const (
 	// (The credentials Secret of a Database made before the instance
 	// Secret existed holds it as SecretKeyReplicationPassword.)
 	SecretKeyInstanceReplicationPassword = "replication-password"
-	// SecretKeyAgentCA and SecretKeyAgentCAKey are the Database's agent CA,
-	// which signs the agents' serving certificates and the operator's
-	// client certificate.
-	SecretKeyAgentCA    = "agent-ca.crt"
-	SecretKeyAgentCAKey = "agent-ca.key"
+	// SecretKeyAgentCA is the bundle of the agent CA certificates the
+	// agents trust (certificates only): the Database's agent CA, and while
+	// it is being replaced the old and the new one.
+	SecretKeyAgentCA = "agent-ca.crt"
 	// SecretKeyAgentCert and SecretKeyAgentKey are the agents' serving
 	// certificate (for AgentServerName) and key.
 	SecretKeyAgentCert = "agent-tls.crt"
 	SecretKeyAgentKey  = "agent-tls.key"
+)
+
+// Keys of the agent keys Secret (AgentKeysSecretName), in the operator's
+// namespace, which only the operator reads. An earlier release kept
+// SecretKeyAgentCAKey, SecretKeyOperatorCert and SecretKeyOperatorKey in
+// the instance Secret (LegacyInstanceSecretKeys); the controller copies
+// them here and then removes them there.
+const (
+	// SecretKeyAgentCACert and SecretKeyAgentCAKey are the Database's
+	// agent CA, which signs the agents' serving certificates and the
+	// operator's client certificate.
+	SecretKeyAgentCACert = "agent-ca.crt"
+	SecretKeyAgentCAKey  = "agent-ca.key"
+	// SecretKeyNextAgentCACert and SecretKeyNextAgentCAKey are the CA that
+	// replaces the agent CA, from the moment it joins the agents' bundle
+	// until every pod trusts it (then it is the agent CA).
+	SecretKeyNextAgentCACert = "next-agent-ca.crt"
+	SecretKeyNextAgentCAKey  = "next-agent-ca.key"
+	// SecretKeyPreviousAgentCACert is the CA the agent CA replaced, kept in
+	// the agents' bundle until every pod serves a certificate of the new
+	// one.
+	SecretKeyPreviousAgentCACert = "previous-agent-ca.crt"
 	// SecretKeyOperatorCert and SecretKeyOperatorKey are the operator's
 	// client certificate (common name AgentClientName) and key.
 	SecretKeyOperatorCert = "operator-tls.crt"
 	SecretKeyOperatorKey  = "operator-tls.key"
 )
+
+// AgentKeysSecretKeys are the keys of the agent keys Secret.
+var AgentKeysSecretKeys = []string{
+	SecretKeyAgentCACert, SecretKeyAgentCAKey,
+	SecretKeyNextAgentCACert, SecretKeyNextAgentCAKey, SecretKeyPreviousAgentCACert,
+	SecretKeyOperatorCert, SecretKeyOperatorKey,
+}
+
+// LegacyInstanceSecretKeys are the keys an earlier release kept in the
+// instance Secret that now live in the agent keys Secret only.
+var LegacyInstanceSecretKeys = []string{SecretKeyAgentCAKey, SecretKeyOperatorCert, SecretKeyOperatorKey}
 
 // InstanceSecretMounted are the instance Secret's keys the Database's pods
 // mount.
@@ -110,6 +144,14 @@ var InstanceSecretMounted = []string{
 // AgentClientName is the common name of the operator's client certificate,
 // the only client an agent takes commands from.
 const AgentClientName = "dbkeeper-operator"
+
+// AgentKeysSecretName returns the name of the Secret in the operator's
+// namespace holding the Database's agent CA and the operator's client
+// certificate: <namespace>.<name>.agent-keys. Neither a namespace nor a
+// Database's name has a dot, so no two Databases share one.
+func AgentKeysSecretName(db *dbv1.Database) string {
+	return db.Namespace + "." + db.Name + ".agent-keys"
+}
 
 // InstanceSecretName returns the name of the Secret holding the Database's
 // superuser and replication passwords and its agents' certificates,

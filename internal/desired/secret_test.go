@@ -131,10 +131,7 @@ func TestInstanceSecret(t *testing.T) {
 	if s.Type != corev1.SecretTypeOpaque {
 		t.Errorf("type = %q, want Opaque", s.Type)
 	}
-	want := []string{
-		"agent-ca.crt", "agent-ca.key", "agent-tls.crt", "agent-tls.key",
-		"operator-tls.crt", "operator-tls.key", "replication-password", "superuser-password",
-	}
+	want := []string{"agent-ca.crt", "agent-tls.crt", "agent-tls.key", "replication-password", "superuser-password"}
 	if got := slices.Sorted(maps.Keys(s.Data)); !slices.Equal(got, want) {
 		t.Fatalf("keys = %v, want %v", got, want)
 	}
@@ -148,10 +145,40 @@ func TestInstanceSecret(t *testing.T) {
 			t.Errorf("mounted key %s is not a key of the Secret", k)
 		}
 	}
-	for _, k := range []string{SecretKeyAgentCAKey, SecretKeyOperatorCert, SecretKeyOperatorKey} {
+	for _, k := range []string{SecretKeyAgentCAKey, SecretKeyNextAgentCAKey, SecretKeyOperatorCert, SecretKeyOperatorKey} {
 		if slices.Contains(InstanceSecretMounted, k) {
 			t.Errorf("%s is mounted into the pods; it must stay with the operator", k)
 		}
+		if slices.Contains(InstanceSecretKeys, k) {
+			t.Errorf("%s is a key of the instance Secret, which anyone who reads Secrets in the Database's namespace reads; it must stay with the operator", k)
+		}
+	}
+}
+
+func TestAgentKeysSecret(t *testing.T) {
+	db := newDatabase(dbv1.EnginePostgres)
+	db.UID = "0f6e3c3a-1d1b-4c1e-9c55-3f1f0b0a0a01"
+	values := map[string][]byte{"other": []byte("left out"), SecretKeyNextAgentCACert: nil}
+	for _, k := range []string{SecretKeyAgentCACert, SecretKeyAgentCAKey, SecretKeyOperatorCert, SecretKeyOperatorKey} {
+		values[k] = []byte("value of " + k)
+	}
+	s := convert[corev1.Secret](t, AgentKeysSecret(db, "dbkeeper-system", values))
+	if s.Namespace != "dbkeeper-system" || s.Name != db.Namespace+"."+db.Name+".agent-keys" {
+		t.Errorf("the Secret is %s/%s, want dbkeeper-system/%s.%s.agent-keys", s.Namespace, s.Name, db.Namespace, db.Name)
+	}
+	if len(s.OwnerReferences) != 0 {
+		t.Errorf("owner references %v: a cross-namespace owner is not allowed", s.OwnerReferences)
+	}
+	wantLabels := map[string]string{
+		LabelManagedBy: ManagedByValue, LabelComponent: ComponentAgentKeys,
+		LabelDatabaseNamespace: db.Namespace, LabelDatabaseName: db.Name, LabelDatabaseUID: string(db.UID),
+	}
+	if !maps.Equal(s.Labels, wantLabels) {
+		t.Errorf("labels = %v, want %v", s.Labels, wantLabels)
+	}
+	want := []string{"agent-ca.crt", "agent-ca.key", "operator-tls.crt", "operator-tls.key"}
+	if got := slices.Sorted(maps.Keys(s.Data)); !slices.Equal(got, want) {
+		t.Fatalf("keys = %v, want %v (empty values and unknown keys left out)", got, want)
 	}
 }
 

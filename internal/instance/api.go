@@ -1,6 +1,8 @@
 package instance
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"time"
 
@@ -189,8 +191,11 @@ type Spec struct {
 	LeaseSeconds int32 `json:"leaseSeconds,omitempty"`
 	// Term is the fencing term of the operator's decision this Spec carries
 	// (the Database's status.term). The agent refuses a Spec of a lower
-	// term than the highest it has seen (HTTP 409, ErrStaleTerm), which it
-	// keeps on the data volume; a server fenced in term T is made a
+	// term than the highest it has seen (HTTP 409, ErrStaleTerm), and one
+	// it cannot have been sent, above MaxTerm or more than MaxTermJump
+	// above the highest it has seen (HTTP 400, ErrImpossibleTerm), which it
+	// never persists; the highest term it has seen it keeps on the data
+	// volume; a server fenced in term T is made a
 	// primary again only by a primary Spec of a term above T. A late or
 	// duplicated request can therefore never re-arm a fenced primary.
 	Term int64 `json:"term,omitempty"`
@@ -300,6 +305,10 @@ type Status struct {
 	// the running server's, or while it is down the last one the agent saw
 	// running since it started; "" before the agent first queried it.
 	ServerVersion string `json:"serverVersion,omitempty"`
+	// TLSFiles says which of the agent's own TLS files it serves from,
+	// nil from an agent of an earlier release: the operator replaces the
+	// agent CA only once every pod trusts the new one.
+	TLSFiles *TLSFiles `json:"tlsFiles,omitempty"`
 	// TLS is true when the server runs TLS (the pod mounts its
 	// certificate, EnvTLSDir): its standbys may require it.
 	TLS bool `json:"tls,omitempty"`
@@ -448,3 +457,17 @@ var ErrNotPrimary = errors.New("the server is not a running primary")
 // ErrBackupBusy is the error of a backup or retention call while another
 // backup runs (HTTP 409).
 var ErrBackupBusy = errors.New("a base backup is running: one at a time")
+
+// TLSFiles are the FileDigest of the client CA bundle the agent verifies
+// the operator's certificate with (CA) and of the serving certificate it
+// presents (Cert), as it last read them.
+type TLSFiles struct {
+	CA   string `json:"ca"`
+	Cert string `json:"cert"`
+}
+
+// FileDigest is the hex SHA-256 of a file's content.
+func FileDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -18,6 +18,28 @@ import (
 // seen a higher fencing term than the Spec's (HTTP 409).
 var ErrStaleTerm = errors.New("the agent has seen a higher fencing term")
 
+// ErrImpossibleTerm is the error of an Apply the agent refused because the
+// Spec's term is one no operator can have sent it (HTTP 400): above
+// MaxTerm, or more than MaxTermJump above the highest term it has seen.
+var ErrImpossibleTerm = errors.New("the Spec's term is one the operator cannot have sent")
+
+// MaxTerm is the highest fencing term an agent takes. The operator raises
+// status.term by one with every change of primary; at one change a second
+// it reaches MaxTerm in some 34,000 years. Far below the largest int64, it
+// leaves room for term+1 everywhere and survives a round trip through a
+// JSON number (exact to 2^53).
+const MaxTerm int64 = 1 << 40
+
+// MaxTermJump is how far above the highest term it has seen an agent takes
+// a Spec's term. A term grows by one per change of primary, and every
+// answering pod is sent every term (a replica Spec naming the new
+// primary); only the changes committed while this pod's agent did not
+// answer are skipped, and a million of them (at least some 10 seconds
+// each: a failover waits for the primary to be unready, a stuck promotion
+// for promotionStuckAfter) take months of uninterrupted failovers. An
+// agent with no term yet (a new data volume) takes any term up to MaxTerm.
+const MaxTermJump int64 = 1 << 20
+
 // Client calls instance agents over HTTPS with a Database's
 // AgentCredentials. It is safe for concurrent use.
 type Client struct {
@@ -189,6 +211,9 @@ func (c *Client) doJSON(ctx context.Context, method, podIP, path string, creds A
 			return fmt.Errorf("%s %s: %w: %s", method, path, ErrStaleTerm, bytes.TrimSpace(data))
 		}
 		return fmt.Errorf("%s %s: %w: %s", method, path, ErrConflict, bytes.TrimSpace(data))
+	}
+	if resp.StatusCode == http.StatusBadRequest && path == PathSpec && bytes.Contains(data, []byte(ErrImpossibleTerm.Error())) {
+		return fmt.Errorf("%s %s: %w: %s", method, path, ErrImpossibleTerm, bytes.TrimSpace(data))
 	}
 	if resp.StatusCode == http.StatusNotFound && path == PathBackup {
 		return fmt.Errorf("%s %s: %w", method, path, ErrNoBackup)

@@ -60,6 +60,7 @@ func (h *harness) startManagerOn(t *testing.T, name string, webhookPort int, ext
 	defer cancel()
 	opts := h.ManagerOptions(h.kubeconfig, logFile, append(append([]string{}, managerArgs...), extra...)...)
 	opts.WebhookPort = webhookPort
+	opts.AgentKeysNamespace = managerNamespace
 	m, err := localrun.StartManager(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting manager %s: %v\n%s", name, err, process.TailFile(logFile, 40))
@@ -372,6 +373,11 @@ func (h *harness) childProblems(ctx context.Context, exp expectation) []string {
 			for _, k := range desired.InstanceSecretKeys {
 				if len(s.Data[k]) == 0 {
 					add("Secret %s lacks %s", s.Name, k)
+				}
+			}
+			for _, k := range desired.LegacyInstanceSecretKeys {
+				if _, ok := s.Data[k]; ok {
+					add("Secret %s holds %s, which only the operator's namespace may hold", s.Name, k)
 				}
 			}
 			want = desired.InstanceSecret(spec(db), s.Data)

@@ -162,8 +162,10 @@ func removeRunDir(dir string) error {
 }
 
 // createManagerIdentity creates the manager's ServiceAccount, binds it to
-// the generated ClusterRole (config/rbac/role.yaml) and the leader election
-// Role (config/rbac/leader_election_role.yaml, in leaseNamespace), and
+// the generated ClusterRole (config/rbac/role.yaml), the leader election
+// Role (config/rbac/leader_election_role.yaml, in leaseNamespace) and the
+// agent keys Role (config/rbac/agent_keys_role.yaml, in managerNamespace,
+// where its agents' keys are), and
 // writes a kubeconfig with a token of it to h.kubeconfig.
 func (h *harness) createManagerIdentity(ctx context.Context) error {
 	clusterRole := &rbacv1.ClusterRole{}
@@ -175,6 +177,11 @@ func (h *harness) createManagerIdentity(ctx context.Context) error {
 		return err
 	}
 	leaderRole.Namespace = leaseNamespace
+	keysRole := &rbacv1.Role{}
+	if err := readManifest(filepath.Join(h.Root, "config", "rbac", "agent_keys_role.yaml"), keysRole); err != nil {
+		return err
+	}
+	keysRole.Namespace = managerNamespace
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: managerServiceAccount, Namespace: managerNamespace}}
 	objects := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}},
@@ -189,6 +196,12 @@ func (h *harness) createManagerIdentity(ctx context.Context) error {
 		&rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: leaderRole.Name, Namespace: leaseNamespace},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: leaderRole.Name},
+			Subjects:   subject,
+		},
+		keysRole,
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: keysRole.Name, Namespace: managerNamespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: keysRole.Name},
 			Subjects:   subject,
 		},
 	}

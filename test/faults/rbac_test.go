@@ -100,7 +100,7 @@ func TestRoleIsLeastPrivilege(t *testing.T) {
 
 	// RBAC cannot limit list and watch by label: the cache does.
 	cached := false
-	for obj, by := range controller.CacheOptions().ByObject {
+	for obj, by := range controller.CacheOptions("").ByObject {
 		if _, ok := obj.(*corev1.Secret); ok {
 			cached = by.Label != nil && by.Label.String() == desired.LabelManagedBy+"="+desired.ManagedByValue
 		}

@@ -3,10 +3,15 @@ package realnode
 import (
 	"bufio"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,12 +25,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
+	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
@@ -218,9 +228,10 @@ spec:
 
 	step("only the operator's certificate commands an agent", func(t subtest) {
 		inst := s.secret(desired.InstanceSecretName(s.database(t, vault)))
-		operator, err := tls.X509KeyPair([]byte(inst[desired.SecretKeyOperatorCert]), []byte(inst[desired.SecretKeyOperatorKey]))
+		keys := s.agentKeys(t, vault)
+		operator, err := tls.X509KeyPair(keys.Data[desired.SecretKeyOperatorCert], keys.Data[desired.SecretKeyOperatorKey])
 		if err != nil {
-			t.Fatalf("the operator's certificate in the instance Secret: %v", err)
+			t.Fatalf("the operator's certificate in the agent keys Secret: %v", err)
 		}
 		roots, err := pki.Pool([]byte(inst[desired.SecretKeyAgentCA]))
 		if err != nil {
@@ -286,6 +297,11 @@ spec:
 		if _, err := agents.Apply(ctx, standbyIP, creds, spec); err == nil || !strings.Contains(err.Error(), "upstream") {
 			t.Errorf("a Spec with a foreign upstream: %v; want it refused, naming the upstream", err)
 		}
+		s.waitReady(vault, time.Minute)
+	})
+
+	step("a reader of the namespace's Secrets finds no key that commands an agent", func(t subtest) {
+		s.secretReaderCannotCommandAgents(t, vault)
 		s.waitReady(vault, time.Minute)
 	})
 
@@ -539,4 +555,238 @@ func redact(s, secret string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, url.QueryEscape(secret), "REDACTED")
+}
+
+// agentKeys returns the agent keys Secret of the Database name, in the
+// manager's namespace for them (localrun.AgentKeysNamespace).
+func (s *suite) agentKeys(t subtest, name string) *corev1.Secret {
+	t.Helper()
+	keys := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: localrun.AgentKeysNamespace, Name: desired.AgentKeysSecretName(s.database(t, name))}
+	if err := s.client.Get(context.Background(), key, keys); err != nil {
+		t.Fatalf("the agent keys Secret %s: %v", key, err)
+	}
+	return keys
+}
+
+// secretReaderCannotCommandAgents plays a user of the Database's namespace
+// who may get and list its Secrets, and nothing else (a ServiceAccount
+// with that Role, its own token, kubectl): it reads every Secret there,
+// and tries each certificate and key it finds, each key as a CA's to sign
+// a client certificate of its own, and no certificate at all, to fence the
+// standby and raise its term: every attempt is refused, the agent's term
+// is unchanged, and the agent keys Secret in the operator's namespace is
+// out of its reach.
+func (s *suite) secretReaderCannotCommandAgents(t subtest, name string) {
+	t.Helper()
+	ctx := context.Background()
+	const reader = "secret-reader"
+	s.apply(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ` + reader + `, namespace: ` + ns + `}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: ` + reader + `, namespace: ` + ns + `}
+rules:
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ` + reader + `, namespace: ` + ns + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ` + reader + `}
+subjects:
+- {kind: ServiceAccount, name: ` + reader + `, namespace: ` + ns + `}
+`)
+	token := strings.TrimSpace(s.mustKubectl("create", "token", reader, "-n", ns, "--duration=10m"))
+	// A kubeconfig of the reader's own: the admin's would present the
+	// admin's client certificate beside the token.
+	admin, err := clientcmd.LoadFromFile(s.env.Cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	for name, c := range admin.Clusters {
+		cfg.Clusters[name] = c
+		cfg.Contexts[reader] = &clientcmdapi.Context{Cluster: name, AuthInfo: reader}
+	}
+	cfg.AuthInfos[reader] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.CurrentContext = reader
+	readerConfig := filepath.Join(s.runDir, reader+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, readerConfig); err != nil {
+		t.Fatal(err)
+	}
+	asReader := func(args ...string) (string, error) {
+		return s.kubectl(append([]string{"--kubeconfig=" + readerConfig}, args...)...)
+	}
+	if out, err := asReader("auth", "can-i", "list", "secrets", "-n", ns); err != nil || strings.TrimSpace(out) != "yes" {
+		t.Fatalf("the reader may not list the namespace's Secrets: %v %s", err, out)
+	}
+	// What the reader may read: every Secret of the namespace.
+	out, err := asReader("get", "secrets", "-n", ns, "-o", "json")
+	if err != nil {
+		t.Fatalf("the reader lists the namespace's Secrets: %v %s", err, out)
+	}
+	var list corev1.SecretList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	// And not the operator's keys.
+	keysName := desired.AgentKeysSecretName(s.database(t, name))
+	if out, err := asReader("get", "secret", "-n", localrun.AgentKeysNamespace, keysName, "-o", "name"); err == nil || !strings.Contains(out, "forbidden") {
+		t.Errorf("the reader reads the agent keys Secret in the operator's namespace: %v %s", err, out)
+	}
+
+	var certs []*x509.Certificate
+	var certPEMs [][]byte
+	var keys []crypto.Signer
+	var keyPEMs [][]byte
+	for _, sec := range list.Items {
+		for k, v := range sec.Data {
+			for rest := v; ; {
+				var block *pem.Block
+				if block, rest = pem.Decode(rest); block == nil {
+					break
+				}
+				switch {
+				case block.Type == "CERTIFICATE":
+					if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+						certs, certPEMs = append(certs, c), append(certPEMs, pem.EncodeToMemory(block))
+					}
+				case strings.HasSuffix(block.Type, "PRIVATE KEY"):
+					if key := parseAnyKey(block); key != nil {
+						keys, keyPEMs = append(keys, key), append(keyPEMs, pem.EncodeToMemory(block))
+					} else {
+						t.Logf("Secret %s key %s: a %s block that does not parse", sec.Name, k, block.Type)
+					}
+				}
+			}
+		}
+	}
+	// The CAs the agents trust, from the instance Secret the reader read.
+	agentCAs := map[string]bool{}
+	for _, sec := range list.Items {
+		if sec.Name != desired.InstanceSecretName(s.database(t, name)) {
+			continue
+		}
+		for rest := sec.Data[desired.SecretKeyAgentCA]; ; {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			agentCAs[string(block.Bytes)] = true
+		}
+	}
+	if len(agentCAs) == 0 {
+		t.Fatalf("the reader found no agent CA certificate in Secret %s", desired.InstanceSecretName(s.database(t, name)))
+	}
+	if len(keys) == 0 || len(certs) == 0 {
+		t.Fatalf("the reader found %d certificates and %d keys: the instance Secret's serving pair at least must be there", len(certs), len(keys))
+	}
+	t.Logf("the reader found %d Secrets, %d certificates, %d private keys", len(list.Items), len(certs), len(keys))
+
+	// Every client certificate the reader can present: each pair it found
+	// whose key matches, and one of its own signed by each key that
+	// matches a CA certificate it found.
+	var attempts []struct {
+		what string
+		cert []tls.Certificate
+	}
+	attempts = append(attempts, struct {
+		what string
+		cert []tls.Certificate
+	}{"no client certificate", nil})
+	for i, c := range certs {
+		for j, key := range keys {
+			if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(c.PublicKey) {
+				continue
+			}
+			if pair, err := tls.X509KeyPair(certPEMs[i], keyPEMs[j]); err == nil {
+				attempts = append(attempts, struct {
+					what string
+					cert []tls.Certificate
+				}{fmt.Sprintf("the pair of %q", c.Subject.CommonName), []tls.Certificate{pair}})
+			}
+			if !c.IsCA {
+				continue
+			}
+			// Other CAs' keys are there by design (cert-manager's CA
+			// Secret, dbkeeper's server CA <name>-ca): the agents must
+			// not trust them. One the agents trust must not be there.
+			if agentCAs[string(c.Raw)] {
+				t.Errorf("the key of the agent CA %q is readable in the namespace", c.Subject.CommonName)
+			}
+			forged, err := pki.Issue(pki.KeyPair{CertPEM: certPEMs[i], KeyPEM: keyPEMs[j]},
+				pki.Request{CommonName: desired.AgentClientName, Usage: pki.Client, Validity: time.Hour}, time.Now(), rand.Reader)
+			if err != nil {
+				t.Errorf("signing with the key of CA %q: %v", c.Subject.CommonName, err)
+				continue
+			}
+			if pair, err := tls.X509KeyPair(forged.CertPEM, forged.KeyPEM); err == nil {
+				attempts = append(attempts, struct {
+					what string
+					cert []tls.Certificate
+				}{fmt.Sprintf("a certificate of its own signed by CA %q", c.Subject.CommonName), []tls.Certificate{pair}})
+			}
+		}
+	}
+
+	// The operator's view, to compare the standby's term before and after.
+	operatorKeys := s.agentKeys(t, name)
+	operator, err := tls.X509KeyPair(operatorKeys.Data[desired.SecretKeyOperatorCert], operatorKeys.Data[desired.SecretKeyOperatorKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := pki.Pool(operatorKeys.Data[desired.SecretKeyAgentCACert])
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverName := desired.AgentServerName(s.database(t, name))
+	standbyIP := strings.TrimSpace(s.mustKubectl("get", "pod", "-n", ns, name+"-1", "-o", "jsonpath={.status.podIP}"))
+	agents := &instance.Client{HTTP: &http.Client{Timeout: 10 * time.Second}}
+	operatorCreds := instance.AgentCredentials{TLS: &tls.Config{RootCAs: roots, ServerName: serverName, Certificates: []tls.Certificate{operator}, MinVersion: tls.VersionTLS13}}
+	before, err := agents.Status(ctx, standbyIP, operatorCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attempts {
+		for _, spec := range []instance.Spec{
+			{Role: instance.RoleFenced, Term: before.Term + 1},
+			{Role: instance.RolePrimary, Term: before.Term + 1},
+			{Role: instance.RoleFenced, Term: math.MaxInt64},
+		} {
+			// The reader trusts whatever the agent serves: it wants in,
+			// not to verify the agent.
+			creds := instance.AgentCredentials{TLS: &tls.Config{InsecureSkipVerify: true, Certificates: a.cert, MinVersion: tls.VersionTLS13}} //nolint:gosec // the attacker's side
+			if _, err := agents.Apply(ctx, standbyIP, creds, spec); err == nil {
+				t.Errorf("%s: the agent took a %s Spec of term %d", a.what, spec.Role, spec.Term)
+			}
+		}
+	}
+	after, err := agents.Status(ctx, standbyIP, operatorCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Term != before.Term || after.Fenced {
+		t.Errorf("after the reader's attempts the standby's term is %d (was %d), fenced %v", after.Term, before.Term, after.Fenced)
+	}
+}
+
+// parseAnyKey parses a PEM private key block of any type x509 knows, nil
+// when it does not parse or cannot sign.
+func parseAnyKey(block *pem.Block) crypto.Signer {
+	if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
+		return k
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k
+	}
+	if k, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
+		if signer, ok := k.(crypto.Signer); ok {
+			return signer
+		}
+	}
+	return nil
 }

@@ -42,9 +42,12 @@ type Agent struct {
 	backupRun     *instance.BackupState
 	backupSidecar backupSidecar
 
-	mu      sync.Mutex
-	spec    *instance.Spec
-	specGen int // incremented by every PUT
+	mu sync.Mutex
+	// tlsFiles are the TLS files the agent serves from, nil before Run
+	// read them.
+	tlsFiles *agentTLSFiles
+	spec     *instance.Spec
+	specGen  int // incremented by every PUT
 	// fences counts the fences since the agent started: an action decided
 	// before a fence that would make the server writable is not taken.
 	fences  int
@@ -195,6 +198,9 @@ func (a *Agent) serveAPI() (net.Addr, func(), error) {
 	if _, _, err := files.current(time.Now()); err != nil {
 		return nil, nil, fmt.Errorf("the agent's TLS files: %w", err)
 	}
+	a.mu.Lock()
+	a.tlsFiles = files
+	a.mu.Unlock()
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return nil, nil, err

@@ -635,6 +635,11 @@ func TestAgentWithPostgreSQL(t *testing.T) {
 	if st := c.status(1); !st.Streaming || st.Upstream != h0 || !st.InRecovery || st.LastStreamedSecondsAgo == nil {
 		t.Errorf("db-1's status: %+v", st)
 	}
+	// Each reports the digests of the TLS files it serves from, which the
+	// operator's replacement of the agent CA waits on: the same CA bundle.
+	if f0, f1 := c.status(0).TLSFiles, c.status(1).TLSFiles; f0 == nil || f1 == nil || len(f0.CA) != 64 || len(f0.Cert) != 64 || f0.CA != f1.CA {
+		t.Errorf("the TLS files reported: %+v and %+v, want the digests of the same CA bundle", f0, f1)
+	}
 	// Both report their server's version without Debian's suffix
 	// (server_version "15.14 (Debian 15.14-0+deb12u1)" is 15.14, as
 	// server_version_num 150014 says).

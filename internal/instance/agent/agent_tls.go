@@ -65,6 +65,17 @@ func (f *agentTLSFiles) current(now time.Time) (*tls.Certificate, *x509.CertPool
 	return f.cert, f.pool, nil
 }
 
+// digests returns the FileDigest of the client CA bundle and of the
+// serving certificate served now, nil before the files were first read.
+func (f *agentTLSFiles) digests() *instance.TLSFiles {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cert == nil {
+		return nil
+	}
+	return &instance.TLSFiles{CA: instance.FileDigest(f.caPEM), Cert: instance.FileDigest(f.certPEM)}
+}
+
 // reload reads the files and parses what changed since the last read.
 func (f *agentTLSFiles) reload() error {
 	var files [3][]byte

@@ -245,10 +245,18 @@ func TestAgentTLSFilesReload(t *testing.T) {
 	if newSerial == oldSerial {
 		t.Fatal("the renewed certificate is not served after tlsRecheck")
 	}
-	// A key that does not match the certificate: the last good pair stays.
+	// The digests reported (Status.TLSFiles) are the files served.
+	if got, want := files.digests(), (instance.TLSFiles{CA: instance.FileDigest(renewed.CA.CertPEM), Cert: instance.FileDigest(renewed.Server.CertPEM)}); got == nil || *got != want {
+		t.Errorf("digests %+v, want those of the renewed files %+v", got, want)
+	}
+	// A key that does not match the certificate: the last good pair stays,
+	// and so do the digests reported.
 	agenttest.WriteFiles(t, dir, map[string][]byte{instance.SecretFileAgentKey: old.Server.KeyPEM})
 	if s := serial(t0.Add(3 * tlsRecheck)); s != newSerial {
 		t.Error("a key that does not match its certificate replaced the certificate served")
+	}
+	if got := files.digests(); got == nil || got.Cert != instance.FileDigest(renewed.Server.CertPEM) {
+		t.Errorf("digests %+v after a pair that does not parse, want the renewed certificate's still", got)
 	}
 
 	// Over real connections: the server serves the files, and a client

@@ -254,21 +254,28 @@ func heldAsStandby(st persisted, spec instance.Spec) bool {
 	return st.StandbyTerm != nil && spec.Term <= *st.StandbyTerm
 }
 
-// specTerm is what the agent does with a Spec's fencing term given the
-// highest it has seen: refuse it (lower), persist it before anything acts
-// on it (higher), or take it as it is.
+// termVerdict is what the agent does with a Spec's fencing term given the
+// highest it has seen: refuse it (lower, or one no operator can have sent),
+// persist it before anything acts on it (higher), or take it as it is.
 type termVerdict int
 
 const (
 	termSame termVerdict = iota
 	termNew
 	termStale
+	// termImpossible is a term above instance.MaxTerm, or more than
+	// instance.MaxTermJump above a term seen: refused and never persisted,
+	// so that no request can raise the agent's term beyond what its
+	// operator will ever send and lock the pod out for good.
+	termImpossible
 )
 
 func checkTerm(seen, spec int64) termVerdict {
 	switch {
 	case spec < seen:
 		return termStale
+	case spec > instance.MaxTerm, seen > 0 && spec-seen > instance.MaxTermJump:
+		return termImpossible
 	case spec > seen:
 		return termNew
 	}

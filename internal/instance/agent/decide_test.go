@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -213,6 +214,13 @@ func TestCheckTerm(t *testing.T) {
 		want       termVerdict
 	}{
 		{0, 0, termSame}, {0, 1, termNew}, {5, 5, termSame}, {5, 6, termNew}, {5, 4, termStale}, {5, 0, termStale},
+		// A new data volume takes the term of a Database of any age.
+		{0, 1 << 30, termNew}, {0, instance.MaxTerm, termNew},
+		// The jump of a million changes of primary it missed, and no more.
+		{5, 5 + instance.MaxTermJump, termNew}, {5, 6 + instance.MaxTermJump, termImpossible},
+		// 2^63-1 would leave no higher term to fence it with.
+		{0, math.MaxInt64, termImpossible}, {5, math.MaxInt64, termImpossible}, {0, instance.MaxTerm + 1, termImpossible},
+		{instance.MaxTerm, instance.MaxTerm + 1, termImpossible},
 	} {
 		if got := checkTerm(tc.seen, tc.spec); got != tc.want {
 			t.Errorf("checkTerm(seen %d, spec %d) = %v, want %v", tc.seen, tc.spec, got, tc.want)

@@ -71,8 +71,11 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := a.accept(spec, time.Now()); err != nil {
 		code := http.StatusInternalServerError
-		if errors.Is(err, instance.ErrStaleTerm) {
+		switch {
+		case errors.Is(err, instance.ErrStaleTerm):
 			code = http.StatusConflict
+		case errors.Is(err, instance.ErrImpossibleTerm):
+			code = http.StatusBadRequest
 		}
 		http.Error(w, err.Error(), code)
 		return
@@ -82,7 +85,8 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 }
 
 // accept records spec; a primary's lease starts now. A Spec of a lower
-// term than the highest the agent has seen is refused (ErrStaleTerm); a
+// term than the highest the agent has seen is refused (ErrStaleTerm), and
+// so is one of a term it cannot have been sent (ErrImpossibleTerm); a
 // higher term is persisted before the Spec is recorded, so that neither
 // the answer nor the loop acts on a term a restart would forget.
 func (a *Agent) accept(spec instance.Spec, now time.Time) error {
@@ -95,6 +99,12 @@ func (a *Agent) accept(spec instance.Spec, now time.Time) error {
 	case termStale:
 		return fmt.Errorf("%w: the Spec's term %d is below term %d, the highest this agent has seen: a late or duplicated request, or one from an operator that is no longer the leader; nothing was changed",
 			instance.ErrStaleTerm, spec.Term, seen)
+	case termImpossible:
+		if seen == 0 {
+			return fmt.Errorf("%w: term %d is above %d, the highest any operator produces; nothing was changed", instance.ErrImpossibleTerm, spec.Term, instance.MaxTerm)
+		}
+		return fmt.Errorf("%w: term %d is %d above term %d, the highest this agent has seen, and an operator raises its term by one per change of primary "+
+			"(at most %d while this agent did not answer); nothing was changed", instance.ErrImpossibleTerm, spec.Term, spec.Term-seen, seen, instance.MaxTermJump)
 	case termNew:
 		a.mu.Lock()
 		a.st.Term = spec.Term
@@ -186,6 +196,9 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 		s.Synchronous = a.syncApplied
 	}
 	s.TLS = a.cfg.TLSDir != ""
+	if a.tlsFiles != nil {
+		s.TLSFiles = a.tlsFiles.digests()
+	}
 	s.Archiving = a.archivingStatus(now)
 	if a.stuck != nil {
 		st := *a.stuck

@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +118,26 @@ func TestHTTPTerms(t *testing.T) {
 	c, creds := serveTLS(t, a, certs)
 	if _, err := c.Apply(context.Background(), "10.1.2.3", creds, instance.Spec{Role: instance.RolePrimary, Term: 1}); !errors.Is(err, instance.ErrStaleTerm) {
 		t.Errorf("client error %v, want ErrStaleTerm", err)
+	}
+	// A term no operator can have sent: 400, neither recorded nor
+	// persisted, and the client says so.
+	for _, term := range []string{"9223372036854775807", strconv.FormatInt(3+instance.MaxTermJump+1, 10)} {
+		rec := put(`{"role":"fenced","term":` + term + `}`)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "cannot have sent") {
+			t.Errorf("term %s: %d %s, want 400 saying the operator cannot have sent it", term, rec.Code, rec.Body)
+		}
+		if st, _, err := readState(statePath); err != nil || st.Term != 3 || st.Fenced {
+			t.Errorf("term %s: the state file has term %d, fenced %v (%v); want term 3, not fenced", term, st.Term, st.Fenced, err)
+		}
+		if a.spec.Role != instance.RoleReplica || a.spec.Term != 3 {
+			t.Errorf("term %s: the Spec was recorded: %+v", term, a.spec)
+		}
+	}
+	if _, err := c.Apply(context.Background(), "10.1.2.3", creds, instance.Spec{Role: instance.RoleFenced, Term: math.MaxInt64}); !errors.Is(err, instance.ErrImpossibleTerm) {
+		t.Errorf("client error %v, want ErrImpossibleTerm", err)
+	}
+	if rec := put(`{"role":"replica","upstream":"db-1.db-headless.ns.svc","term":3}`); rec.Code != http.StatusOK {
+		t.Errorf("the operator's term after the refused ones: %d %s", rec.Code, rec.Body)
 	}
 	// A higher term that cannot be persisted: 500, and the Spec is not
 	// recorded.

@@ -1,6 +1,7 @@
 package localrun
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,6 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )
@@ -54,6 +61,11 @@ type ManagerOptions struct {
 	// cluster's devcluster.Cluster.FakePodCIDR(), where no pod has an
 	// agent; "" for none.
 	AgentUnreachable string
+	// AgentKeysNamespace is the manager's --agent-keys-namespace, which
+	// must exist. "" means the package's AgentKeysNamespace, which
+	// StartManager creates when it is missing: a manager outside the
+	// cluster has no namespace of its own.
+	AgentKeysNamespace string
 	// Args are extra flags.
 	Args []string
 	// Output, when set, also receives the manager's output.
@@ -70,6 +82,10 @@ type Manager struct {
 	// LogFile is the manager's output.
 	LogFile string
 }
+
+// AgentKeysNamespace is the namespace of the agents' keys of a manager run
+// outside the cluster, as the installed manager's own namespace is.
+const AgentKeysNamespace = "dbkeeper-system"
 
 // stopGrace is how long the manager gets to shut down after SIGTERM before
 // it is killed.
@@ -91,6 +107,11 @@ func StartManager(ctx context.Context, opts ManagerOptions) (*Manager, error) {
 	args, err := managerArgs(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.AgentKeysNamespace == "" {
+		if err := ensureNamespace(ctx, opts.Kubeconfig, AgentKeysNamespace); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range []*int{&opts.WebhookPort, &opts.ProbePort, &opts.MetricsPort} {
 		if *p == 0 {
@@ -151,7 +172,24 @@ func managerArgs(opts ManagerOptions) ([]string, error) {
 	if opts.AgentUnreachable != "" {
 		args = append(args, "--agent-unreachable-cidrs="+opts.AgentUnreachable)
 	}
-	return args, nil
+	return append(args, "--agent-keys-namespace="+cmp.Or(opts.AgentKeysNamespace, AgentKeysNamespace)), nil
+}
+
+// ensureNamespace creates the namespace name unless it exists.
+func ensureNamespace(ctx context.Context, kubeconfig, name string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig %s: %w", kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s for the agents' keys: %w", name, err)
+	}
+	return nil
 }
 
 // PID returns the manager's process id.

@@ -14,11 +14,11 @@ func TestManagerArgsInstanceImage(t *testing.T) {
 		wantErr bool
 	}{
 		{"the cluster's image becomes the flag", ManagerOptions{InstanceImage: "dbkeeper.local/dbkeeper-instance:0b07", Args: []string{"--zap-log-level=info"}},
-			[]string{"--zap-log-level=info", "--instance-image=dbkeeper.local/dbkeeper-instance:0b07"}, false},
+			[]string{"--zap-log-level=info", "--instance-image=dbkeeper.local/dbkeeper-instance:0b07", "--agent-keys-namespace=dbkeeper-system"}, false},
 		{"the cluster's backup image becomes the flag", ManagerOptions{InstanceImage: "i:1", BackupImage: "dbkeeper.local/barman-cloud:3.4.0"},
-			[]string{"--instance-image=i:1", "--backup-image=dbkeeper.local/barman-cloud:3.4.0"}, false},
-		{"no image: the manager's default", ManagerOptions{Args: []string{"--zap-log-level=info"}}, []string{"--zap-log-level=info"}, false},
-		{"the fake nodes' pod range becomes the flag", ManagerOptions{AgentUnreachable: "10.244.0.0/16"}, []string{"--agent-unreachable-cidrs=10.244.0.0/16"}, false},
+			[]string{"--instance-image=i:1", "--backup-image=dbkeeper.local/barman-cloud:3.4.0", "--agent-keys-namespace=dbkeeper-system"}, false},
+		{"no image: the manager's default", ManagerOptions{Args: []string{"--zap-log-level=info"}}, []string{"--zap-log-level=info", "--agent-keys-namespace=dbkeeper-system"}, false},
+		{"the fake nodes' pod range becomes the flag", ManagerOptions{AgentUnreachable: "10.244.0.0/16"}, []string{"--agent-unreachable-cidrs=10.244.0.0/16", "--agent-keys-namespace=dbkeeper-system"}, false},
 		{"Args may not choose it", ManagerOptions{Args: []string{"--instance-image=x:1"}}, nil, true},
 		{"nor with a separate value", ManagerOptions{InstanceImage: "a:1", Args: []string{"--instance-image", "x:1"}}, nil, true},
 		{"nor with one dash", ManagerOptions{Args: []string{"-instance-image=x:1"}}, nil, true},
