@@ -242,7 +242,9 @@ func TestUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, exitError, "usage: kubectl dbkeeper status NAME"},
+		{nil, exitError, "usage: kubectl dbkeeper COMMAND"},
+		{[]string{"promote", "orders"}, exitError, "name the Database and the pod to promote"},
+		{[]string{"reclone"}, exitError, "name one pod"},
 		{[]string{"frobnicate"}, exitError, `unknown command "frobnicate"`},
 		{[]string{"status"}, exitError, "name one Database"},
 		{[]string{"status", "a", "b"}, exitError, "name one Database"},
@@ -251,7 +253,7 @@ func TestUsage(t *testing.T) {
 	} {
 		out.Reset()
 		errOut.Reset()
-		if code := run(tc.args, &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+		if code := run(tc.args, strings.NewReader(""), &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: exit %d, %q; want %d saying %q", tc.args, code, errOut.String(), tc.code, tc.want)
 		}
 	}
