@@ -199,6 +199,7 @@ func TestKubectlDbkeeperStatus(t *testing.T) {
 		"last archived 000000030000000000000041, 6m ago",
 		"last base backup orders-nightly, 9h ago",
 		"Backups: 1 Completed, 1 Failed",
+		"schedule 0 3 * * * (UTC), next in ",
 		"Failover: orders-0 not ready for 30s: promoting orders-1",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -15,6 +15,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // Report is a Database on one screen: what `kubectl dbkeeper status`
@@ -98,9 +99,10 @@ type Backup struct {
 	// FirstRecoverabilityPoint is the earliest time a restore can reach.
 	FirstRecoverabilityPoint *time.Time `json:"firstRecoverabilityPoint,omitempty"`
 	// Schedule is spec.backup.schedule; LastScheduleTime when it last
-	// made a Backup.
+	// made a Backup; NextScheduleTime when it makes the next one.
 	Schedule         string     `json:"schedule,omitempty"`
 	LastScheduleTime *time.Time `json:"lastScheduleTime,omitempty"`
+	NextScheduleTime *time.Time `json:"nextScheduleTime,omitempty"`
 	// Phases count the Database's Backups by phase.
 	Phases map[string]int `json:"phases,omitempty"`
 	// Latest is the newest Backup.
@@ -154,7 +156,28 @@ func Gather(ctx context.Context, c client.Reader, namespace, name string) (*Repo
 	if err := c.List(ctx, events, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the Events of %s/%s: %w", namespace, name, err)
 	}
-	return build(db, pods.Items, backups, events.Items), nil
+	r := build(db, pods.Items, backups, events.Items)
+	if r.Backup != nil {
+		r.Backup.NextScheduleTime = nextSchedule(r.Backup.Schedule, time.Now())
+	}
+	return r, nil
+}
+
+// nextSchedule is the first time of schedule after now, nil without a
+// schedule or with one that does not parse.
+func nextSchedule(schedule string, now time.Time) *time.Time {
+	if schedule == "" {
+		return nil
+	}
+	sched, err := rules.ParseSchedule(schedule)
+	if err != nil {
+		return nil
+	}
+	next := sched.Next(now.UTC())
+	if next.IsZero() {
+		return nil
+	}
+	return &next
 }
 
 // build makes the Report of db from what was read.

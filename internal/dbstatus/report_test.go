@@ -216,3 +216,22 @@ func TestBytesAndAges(t *testing.T) {
 		}
 	}
 }
+
+func TestNextSchedule(t *testing.T) {
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	if got := nextSchedule("0 3 * * *", at); got == nil || !got.Equal(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)) {
+		t.Errorf("nextSchedule(0 3 * * *) = %v, want tomorrow 03:00 UTC", got)
+	}
+	if got := nextSchedule("@hourly", at); got == nil || !got.Equal(at.Add(time.Hour)) {
+		t.Errorf("nextSchedule(@hourly) = %v", got)
+	}
+	if nextSchedule("", at) != nil || nextSchedule("not a schedule", at) != nil {
+		t.Error("nextSchedule of no schedule, or a bad one, is not nil")
+	}
+	r := &Report{Namespace: "shop", Name: "orders", Backup: &Backup{Schedule: "0 3 * * *", NextScheduleTime: nextSchedule("0 3 * * *", at)}}
+	var out bytes.Buffer
+	_ = r.WriteText(&out, at)
+	if want := "schedule 0 3 * * * (UTC), next in 15h (2026-12-06T03:00:00Z)"; !strings.Contains(out.String(), want) {
+		t.Errorf("the text lacks %q:\n%s", want, out.String())
+	}
+}

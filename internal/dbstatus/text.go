@@ -113,6 +113,9 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 			if bk.LastScheduleTime != nil {
 				s += ", last run " + since(now, bk.LastScheduleTime)
 			}
+			if bk.NextScheduleTime != nil {
+				s += ", next in " + age(*bk.NextScheduleTime, now) + " (" + bk.NextScheduleTime.UTC().Format(time.RFC3339) + ")"
+			}
 			b.WriteString(s + "\n")
 		}
 		if len(bk.Phases) > 0 {
