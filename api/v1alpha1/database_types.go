@@ -498,6 +498,26 @@ type InstanceStatus struct {
 	// +optional
 	Lag *metav1.Duration `json:"lag,omitempty"`
 
+	// slot is, for a standby, its replication slot on the primary, as
+	// the primary's agent reports it; empty when the primary reports none
+	// for it (it is not yet made, or the primary does not answer).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Slot string `json:"slot,omitempty"`
+
+	// slotWALStatus is that slot's pg_replication_slots.wal_status:
+	// reserved or extended (the WAL the standby needs is kept),
+	// unreserved (it is beyond max_slot_wal_keep_size and will be removed
+	// at the next checkpoint), lost (removed: the standby must be cloned
+	// again, Stalled with reason SlotInvalidated).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	SlotWALStatus string `json:"slotWALStatus,omitempty"`
+
+	// slotActive is true while the standby streams through that slot.
+	// +optional
+	SlotActive bool `json:"slotActive,omitempty"`
+
 	// serverVersion is the version of PostgreSQL the pod's server runs, as
 	// the server reports it (server_version, without a distribution's
 	// suffix), such as 17.10; while the server is down or its agent does

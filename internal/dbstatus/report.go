@@ -78,6 +78,12 @@ type Instance struct {
 	LagBytes      *int64   `json:"lagBytes,omitempty"`
 	LagSeconds    *float64 `json:"lagSeconds,omitempty"`
 	ServerVersion string   `json:"serverVersion,omitempty"`
+	// Slot, SlotWALStatus and SlotActive are a standby's replication slot
+	// on the primary, its wal_status and whether the standby streams
+	// through it; "" when the primary reports none.
+	Slot          string `json:"slot,omitempty"`
+	SlotWALStatus string `json:"slotWALStatus,omitempty"`
+	SlotActive    bool   `json:"slotActive,omitempty"`
 	// Node is the node the pod runs on; PodPhase its phase; both "" when
 	// the pod does not exist.
 	Node     string `json:"node,omitempty"`
@@ -291,6 +297,7 @@ func instances(db *dbv1.Database, pods []corev1.Pod) []Instance {
 	for _, s := range db.Status.Instances {
 		in := get(s.Name)
 		in.Ready, in.Timeline, in.LagBytes, in.ServerVersion = s.Ready, s.Timeline, s.LagBytes, s.ServerVersion
+		in.Slot, in.SlotWALStatus, in.SlotActive = s.Slot, s.SlotWALStatus, s.SlotActive
 		if s.Role != "" {
 			in.Role = string(s.Role)
 		}

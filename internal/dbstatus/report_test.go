@@ -45,9 +45,10 @@ func failingOver() (*dbv1.Database, []corev1.Pod, []dbv1.Backup, []eventsv1.Even
 		},
 		Instances: []dbv1.InstanceStatus{
 			{Name: "orders-0", Role: dbv1.InstanceRolePrimary, Ready: false, Timeline: 3, ServerVersion: "17.6", Message: "the agent does not answer"},
-			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Lag: &metav1.Duration{}, ServerVersion: "17.6", Message: "promoting"},
+			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Lag: &metav1.Duration{}, ServerVersion: "17.6", Message: "promoting",
+				Slot: "dbkeeper_standby_1", SlotWALStatus: "reserved", SlotActive: true},
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Ready: false, Timeline: 3, LagBytes: ptr.To[int64](3 << 20),
-				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6"},
+				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6", Slot: "dbkeeper_standby_2", SlotWALStatus: "unreserved"},
 		},
 		Backup: &dbv1.DatabaseBackupStatus{
 			LastSuccessfulBackup: "orders-20261205030000", LastSuccessfulBackupTime: ptr.To(ago(9 * time.Hour)),
@@ -118,7 +119,7 @@ func TestBuildAFailover(t *testing.T) {
 	if in1.Name != "orders-1" || !in1.Ready || in1.Node != "node-b" || in1.LagBytes == nil || *in1.LagBytes != 0 || in1.Message != "promoting" {
 		t.Errorf("orders-1: %+v", in1)
 	}
-	if in2.Node != "node-c" || in2.Ready || *in2.LagBytes != 3<<20 || *in2.LagSeconds != 1.5 {
+	if in2.Node != "node-c" || in2.Ready || *in2.LagBytes != 3<<20 || *in2.LagSeconds != 1.5 || in2.Slot != "dbkeeper_standby_2" || in2.SlotWALStatus != "unreserved" || in2.SlotActive {
 		t.Errorf("orders-2: %+v", in2)
 	}
 	b := r.Backup
@@ -163,8 +164,14 @@ func TestBuildAFailover(t *testing.T) {
 		}
 		last = i
 	}
-	if !strings.Contains(text, "orders-2  replica  no     3         3.0 MiB, 1.5s") {
-		t.Errorf("orders-2's row is not what it says: role, ready, timeline, lag")
+	for _, row := range []string{
+		"orders-0  primary  no     3         -              -                     17.6",
+		"orders-1  replica  yes    3         0 B, 0s        reserved              17.6",
+		"orders-2  replica  no     3         3.0 MiB, 1.5s  unreserved, inactive  17.6",
+	} {
+		if !strings.Contains(text, row) {
+			t.Errorf("the text lacks the row %q: name, role, ready, timeline, lag, slot, version", row)
+		}
 	}
 
 	out.Reset()

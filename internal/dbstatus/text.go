@@ -70,13 +70,13 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 
 	b.WriteString("\nInstances:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tROLE\tREADY\tTIMELINE\tLAG\tVERSION\tNODE\tMESSAGE")
+	fmt.Fprintln(tw, "  NAME\tROLE\tREADY\tTIMELINE\tLAG\tSLOT\tVERSION\tNODE\tMESSAGE")
 	for _, in := range r.Instances {
 		timeline := "-"
 		if in.Timeline > 0 {
 			timeline = fmt.Sprint(in.Timeline)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, or(in.Role, "-"), yesNo(in.Ready), timeline, lag(in),
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, or(in.Role, "-"), yesNo(in.Ready), timeline, lag(in), slot(in),
 			or(in.ServerVersion, "-"), or(in.Node, "-"), oneLine(in.Message))
 	}
 	if len(r.Instances) == 0 {
@@ -169,6 +169,23 @@ func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:199]) + "…"
+	}
+	return s
+}
+
+// slot is a standby's slot state: its wal_status, ", inactive" when no
+// standby streams through it, "LOST" when it was invalidated; "-" when
+// the primary reports no slot for it.
+func slot(in Instance) string {
+	if in.Slot == "" {
+		return "-"
+	}
+	s := or(in.SlotWALStatus, "?")
+	if s == "lost" {
+		s = "LOST"
+	}
+	if !in.SlotActive {
+		s += ", inactive"
 	}
 	return s
 }
