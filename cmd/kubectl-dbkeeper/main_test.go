@@ -118,6 +118,7 @@ func TestKubectlDbkeeperStatus(t *testing.T) {
 			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Message: "promoting"},
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Timeline: 3, LagBytes: ptr.To[int64](3 << 20), Lag: &metav1.Duration{Duration: 2 * time.Second}},
 		},
+		Certificates: []dbv1.CertificateStatus{{Secret: "orders-tls", Key: "tls.crt", NotAfter: at(-90 * 24 * time.Hour)}},
 		Backup: &dbv1.DatabaseBackupStatus{LastSuccessfulBackup: "orders-nightly", LastSuccessfulBackupTime: ptr.To(at(9 * time.Hour)),
 			LastArchivedWAL: "000000030000000000000041", LastArchivedTime: ptr.To(at(6 * time.Minute))},
 	}
@@ -200,6 +201,7 @@ func TestKubectlDbkeeperStatus(t *testing.T) {
 		"last base backup orders-nightly, 9h ago",
 		"Backups: 1 Completed, 1 Failed",
 		"schedule 0 3 * * * (UTC), next in ",
+		"  orders-tls  tls.crt  expires in 89d (",
 		"Failover: orders-0 not ready for 30s: promoting orders-1",
 	} {
 		if !strings.Contains(stdout, want) {

@@ -48,9 +48,19 @@ type Report struct {
 	Instances []Instance `json:"instances"`
 	// Backup is nil without spec.backup.
 	Backup *Backup `json:"backup,omitempty"`
+	// Certificates are status.certificates: each certificate of the
+	// Database's Secrets and when it expires, soonest first.
+	Certificates []Certificate `json:"certificates,omitempty"`
 	// Warnings are the latest Warning Events about the Database, newest
 	// first.
 	Warnings []Event `json:"warnings,omitempty"`
+}
+
+// Certificate is one certificate of a Secret of the Database.
+type Certificate struct {
+	Secret   string    `json:"secret"`
+	Key      string    `json:"key"`
+	NotAfter time.Time `json:"notAfter"`
 }
 
 // Condition is one condition of the Database.
@@ -209,6 +219,10 @@ func build(db *dbv1.Database, pods []corev1.Pod, backups []dbv1.Backup, events [
 	if db.Spec.Backup != nil {
 		r.Backup = backup(db, backups)
 	}
+	for _, c := range st.Certificates {
+		r.Certificates = append(r.Certificates, Certificate{Secret: c.Secret, Key: c.Key, NotAfter: c.NotAfter.Time})
+	}
+	slices.SortStableFunc(r.Certificates, func(a, b Certificate) int { return a.NotAfter.Compare(b.NotAfter) })
 	r.Warnings = warnings(db, events)
 	return r
 }

@@ -50,6 +50,11 @@ func failingOver() (*dbv1.Database, []corev1.Pod, []dbv1.Backup, []eventsv1.Even
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Ready: false, Timeline: 3, LagBytes: ptr.To[int64](3 << 20),
 				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6", Slot: "dbkeeper_standby_2", SlotWALStatus: "unreserved"},
 		},
+		Certificates: []dbv1.CertificateStatus{
+			{Secret: "orders-ca", Key: "ca.crt", NotAfter: ago(-3650 * 24 * time.Hour)},
+			{Secret: "orders-tls", Key: "tls.crt", NotAfter: ago(-10 * 24 * time.Hour)},
+			{Secret: "orders-instance", Key: "agent-tls.crt", NotAfter: ago(time.Hour)},
+		},
 		Backup: &dbv1.DatabaseBackupStatus{
 			LastSuccessfulBackup: "orders-20261205030000", LastSuccessfulBackupTime: ptr.To(ago(9 * time.Hour)),
 			FirstRecoverabilityPoint: ptr.To(ago(7 * 24 * time.Hour)), LastArchivedWAL: "000000030000000000000041",
@@ -149,6 +154,9 @@ func TestBuildAFailover(t *testing.T) {
 		"recoverable since 2026-11-28T12:00:00Z",
 		"Backups: 2 Completed, 1 Failed; latest manual Failed, 1h ago",
 		"  10s ago  Failover: orders-0 not ready for 30s: promoting orders-1\n",
+		"Certificates (soonest to expire first):\n  orders-instance  agent-tls.crt  !! EXPIRED 1h ago (",
+		"\n  orders-tls       tls.crt        !! expires in 10d (",
+		"\n  orders-ca        ca.crt         expires in 3650d (",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the text lacks %q", want)

@@ -136,6 +136,22 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 		}
 	}
 
+	if len(r.Certificates) > 0 {
+		b.WriteString("\nCertificates (soonest to expire first):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, c := range r.Certificates {
+			when := "expires in " + age(c.NotAfter, now)
+			switch left := c.NotAfter.Sub(now); {
+			case left <= 0:
+				when = "!! EXPIRED " + age(now, c.NotAfter) + " ago"
+			case left < expiringSoon:
+				when = "!! " + when
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s (%s)\n", c.Secret, c.Key, when, c.NotAfter.UTC().Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+	}
+
 	if len(r.Warnings) > 0 {
 		b.WriteString("\nRecent warnings:\n")
 		for _, e := range r.Warnings {
@@ -149,6 +165,10 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// expiringSoon is how close to its expiry a certificate is marked: the
+// DbkeeperCertificateExpiring alert's threshold.
+const expiringSoon = 14 * 24 * time.Hour
 
 func or(s, def string) string {
 	if s == "" {
