@@ -471,7 +471,8 @@ func TestKubectlDbkeeperReport(t *testing.T) {
 		"services.yaml":   "name: orders",
 		"status.txt":      "Database " + k.ns + "/orders",
 	} {
-		if !strings.Contains(string(files[name]), want) {
+		// YAML folds long strings: compare the words.
+		if got := string(files[name]); !strings.Contains(got, want) && !strings.Contains(strings.Join(strings.Fields(got), " "), want) {
 			t.Errorf("%s lacks %q:\n%s", name, want, files[name])
 		}
 	}

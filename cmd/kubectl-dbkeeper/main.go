@@ -37,6 +37,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -44,6 +45,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 )
@@ -56,6 +58,10 @@ const (
 )
 
 func main() {
+	// The plugin prints what it has to say itself: controller-runtime's
+	// client logs nothing, and does not warn, after 30 s of a wait, that
+	// no logger was set.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

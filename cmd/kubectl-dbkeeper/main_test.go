@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/dbstatus"
@@ -34,7 +36,10 @@ import (
 // first test that needs it.
 var apiServer testenv.Shared
 
-func TestMain(m *testing.M) { os.Exit(apiServer.Run(m)) }
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(apiServer.Run(m))
+}
 
 // plugin builds this command as kubectl-dbkeeper into a directory of its
 // own and returns the directory, to put on kubectl's PATH.
