@@ -563,3 +563,20 @@ func TestPsqlMissing(t *testing.T) {
 		t.Errorf("exit %d, %q", code, errOut.String())
 	}
 }
+
+func TestStalledAbout(t *testing.T) {
+	db := fixture.Defaulted(fixture.Database("orders", fixture.WithNamespace("shop"), fixture.WithReplicas(3)))
+	db.Status.Conditions = []metav1.Condition{{Type: dbv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: dbv1.ReasonReplicationAuthFailed,
+		Message: "pod orders-1: AuthenticationFailed: password authentication failed; fix the replication login; " +
+			"pod orders-2: SlotInvalidated: the primary orders-0 invalidated its replication slot; authorise a re-clone, which discards what orders-2 holds that the primary lacks: kubectl annotate database orders"}}
+	if got := stalledAbout(db, "orders-2"); got != "SlotInvalidated: the primary orders-0 invalidated its replication slot" {
+		t.Errorf("orders-2, second in the message: %q", got)
+	}
+	if got := stalledAbout(db, "orders-1"); got != "" {
+		t.Errorf("orders-1, whose login fails (a re-clone does not fix it): %q, want none", got)
+	}
+	db.Status.Conditions[0].Status = metav1.ConditionFalse
+	if got := stalledAbout(db, "orders-2"); got != "" {
+		t.Errorf("a Database that is not Stalled: %q", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,28 +109,24 @@ func recloneCheck(db *dbv1.Database, pod string) (stuck, problem string) {
 }
 
 // stalledAbout returns what the Stalled condition of db says about pod
-// when its reason is one a re-clone fixes, "" otherwise.
+// when it names pod with a reason a re-clone fixes, "" otherwise. The
+// message lists each stuck standby as "pod NAME: REASON: ...", joined by
+// "; ", the first one's reason being the condition's.
 func stalledAbout(db *dbv1.Database, pod string) string {
 	stalled := meta.FindStatusCondition(db.Status.Conditions, dbv1.ConditionStalled)
 	if stalled == nil || stalled.Status != metav1.ConditionTrue {
 		return ""
 	}
-	reasonOK := false
-	for _, r := range recloneReasons {
-		reasonOK = reasonOK || stalled.Reason == r
-	}
-	if !reasonOK {
-		return ""
-	}
-	// The message lists each stuck standby as "pod NAME: ...", joined by "; ".
 	for _, part := range strings.Split(stalled.Message, "; pod ") {
 		part = strings.TrimPrefix(part, "pod ")
-		if rest, ok := strings.CutPrefix(part, pod+": "); ok {
-			if i := strings.Index(rest, "; authorise a re-clone"); i >= 0 {
-				rest = rest[:i]
-			}
-			return oneLine(rest)
+		rest, ok := strings.CutPrefix(part, pod+": ")
+		if !ok || !slices.ContainsFunc(recloneReasons, func(r string) bool { return strings.HasPrefix(rest, r+": ") }) {
+			continue
 		}
+		if i := strings.Index(rest, "; authorise a re-clone"); i >= 0 {
+			rest = rest[:i]
+		}
+		return oneLine(rest)
 	}
 	return ""
 }
