@@ -449,6 +449,16 @@ type DatabaseStatus struct {
 	// +optional
 	Backup *DatabaseBackupStatus `json:"backup,omitempty"`
 
+	// certificates are the certificates in the Database's Secrets (the
+	// server's, its CA's, the agents'), each with when it expires, by
+	// Secret and key: what kubectl dbkeeper status shows, so that reading
+	// it needs no right on Secrets. dbkeeper renews the certificates it
+	// issues before they expire; cert-manager renews its own.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Certificates []CertificateStatus `json:"certificates,omitempty"`
+
 	// recoverySource is where spec.bootstrap.recovery's restore reads: the
 	// object store and server directory (serverName) its source resolved
 	// to when the pods were first built, from the source Database's
@@ -456,6 +466,22 @@ type DatabaseStatus struct {
 	// to, or the deletion of, the source Database changes nothing.
 	// +optional
 	RecoverySource *RecoverySource `json:"recoverySource,omitempty"`
+}
+
+// CertificateStatus is when one certificate in a Secret of a Database
+// expires.
+type CertificateStatus struct {
+	// secret is the Secret's name.
+	// +kubebuilder:validation:MaxLength=253
+	Secret string `json:"secret"`
+
+	// key is the Secret's key that holds the certificate, such as tls.crt,
+	// ca.crt or agent-tls.crt; of a chain, the first certificate counts.
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+
+	// notAfter is when the certificate expires.
+	NotAfter metav1.Time `json:"notAfter"`
 }
 
 // InstanceRole is the role of one pod of a replicated Database.
@@ -497,6 +523,26 @@ type InstanceStatus struct {
 	// it.
 	// +optional
 	Lag *metav1.Duration `json:"lag,omitempty"`
+
+	// slot is, for a standby, its replication slot on the primary, as
+	// the primary's agent reports it; empty when the primary reports none
+	// for it (it is not yet made, or the primary does not answer).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Slot string `json:"slot,omitempty"`
+
+	// slotWALStatus is that slot's pg_replication_slots.wal_status:
+	// reserved or extended (the WAL the standby needs is kept),
+	// unreserved (it is beyond max_slot_wal_keep_size and will be removed
+	// at the next checkpoint), lost (removed: the standby must be cloned
+	// again, Stalled with reason SlotInvalidated).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	SlotWALStatus string `json:"slotWALStatus,omitempty"`
+
+	// slotActive is true while the standby streams through that slot.
+	// +optional
+	SlotActive bool `json:"slotActive,omitempty"`
 
 	// serverVersion is the version of PostgreSQL the pod's server runs, as
 	// the server reports it (server_version, without a distribution's

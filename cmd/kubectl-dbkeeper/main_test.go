@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/dbstatus"
@@ -34,7 +36,10 @@ import (
 // first test that needs it.
 var apiServer testenv.Shared
 
-func TestMain(m *testing.M) { os.Exit(apiServer.Run(m)) }
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(apiServer.Run(m))
+}
 
 // plugin builds this command as kubectl-dbkeeper into a directory of its
 // own and returns the directory, to put on kubectl's PATH.
@@ -118,6 +123,7 @@ func TestKubectlDbkeeperStatus(t *testing.T) {
 			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Message: "promoting"},
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Timeline: 3, LagBytes: ptr.To[int64](3 << 20), Lag: &metav1.Duration{Duration: 2 * time.Second}},
 		},
+		Certificates: []dbv1.CertificateStatus{{Secret: "orders-tls", Key: "tls.crt", NotAfter: at(-90 * 24 * time.Hour)}},
 		Backup: &dbv1.DatabaseBackupStatus{LastSuccessfulBackup: "orders-nightly", LastSuccessfulBackupTime: ptr.To(at(9 * time.Hour)),
 			LastArchivedWAL: "000000030000000000000041", LastArchivedTime: ptr.To(at(6 * time.Minute))},
 	}
@@ -199,6 +205,8 @@ func TestKubectlDbkeeperStatus(t *testing.T) {
 		"last archived 000000030000000000000041, 6m ago",
 		"last base backup orders-nightly, 9h ago",
 		"Backups: 1 Completed, 1 Failed",
+		"schedule 0 3 * * * (UTC), next in ",
+		"  orders-tls  tls.crt  expires in 89d (",
 		"Failover: orders-0 not ready for 30s: promoting orders-1",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -242,7 +250,9 @@ func TestUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, exitError, "usage: kubectl dbkeeper status NAME"},
+		{nil, exitError, "usage: kubectl dbkeeper COMMAND"},
+		{[]string{"promote", "orders"}, exitError, "name the Database and the pod to promote"},
+		{[]string{"reclone"}, exitError, "name one pod"},
 		{[]string{"frobnicate"}, exitError, `unknown command "frobnicate"`},
 		{[]string{"status"}, exitError, "name one Database"},
 		{[]string{"status", "a", "b"}, exitError, "name one Database"},
@@ -251,7 +261,7 @@ func TestUsage(t *testing.T) {
 	} {
 		out.Reset()
 		errOut.Reset()
-		if code := run(tc.args, &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+		if code := run(tc.args, strings.NewReader(""), &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: exit %d, %q; want %d saying %q", tc.args, code, errOut.String(), tc.code, tc.want)
 		}
 	}

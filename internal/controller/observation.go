@@ -42,6 +42,11 @@ type observation struct {
 	// storeBlocked is why spec.backup's object store may not be used (it
 	// lies outside the namespace), and the StatefulSet was left alone.
 	storeBlocked *problem
+	// certificates are the certificates of the Database's Secrets with
+	// their expiry, for status.certificates; certificatesRead is false
+	// when they could not be read, and the status keeps the last ones.
+	certificates     []dbv1.CertificateStatus
+	certificatesRead bool
 	// now is when the reconcile began.
 	now time.Time
 	// pods are the Database's pods.

@@ -109,7 +109,10 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	// A Secret that is not the Database's (ownershipProblem) stops the
 	// reconcile where it is met: nothing after it may use what it holds
 	// or mount it.
-	if s.obs.tls = r.reconcileTLS(ctx, s); s.obs.tls.blocked != nil {
+	s.obs.tls = r.reconcileTLS(ctx, s)
+	// After the TLS certificate, which it may just have renewed.
+	s.obs.certificates, s.obs.certificatesRead = r.observeCertificates(ctx, s)
+	if s.obs.tls.blocked != nil {
 		return nil
 	}
 	if s.obs.secret = r.reconcileSecret(ctx, s); s.obs.secret.err != nil || s.obs.secret.blocked != nil {

@@ -68,6 +68,9 @@ func (run *replicationRun) report() {
 			}
 		default:
 			st.Ready = podIsReady && m.status.Streaming && podOfHost(m.status.Upstream) == out.currentPrimary && m.status.Stuck == nil
+			if sb, ok := lag[replication.SlotName(m.ordinal)]; ok {
+				st.Slot, st.SlotWALStatus, st.SlotActive = sb.Slot, sb.WALStatus, sb.Active
+			}
 			if sb, ok := lag[replication.SlotName(m.ordinal)]; ok && sb.Active {
 				st.LagBytes = ptr.To(sb.LagBytes)
 				st.Lag = &metav1.Duration{Duration: time.Duration(sb.LagSeconds * float64(time.Second)).Round(time.Millisecond)}

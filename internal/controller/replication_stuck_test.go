@@ -333,6 +333,14 @@ func TestASlotThePrimaryInvalidatedIsReportedOncePerOccurrence(t *testing.T) {
 			t.Fatalf("stalled = %+v, want SlotInvalidated naming orders-1", obs.stalled)
 		}
 	}
+	// status.instances shows each standby's slot as the primary reports it.
+	obs := f.reconcile()
+	for _, in := range obs.instances {
+		want := map[string]string{"orders-1": "dbkeeper_standby_1 lost", "orders-2": "dbkeeper_standby_2 reserved"}[in.Name]
+		if got := in.Slot + " " + in.SlotWALStatus; want != "" && got != want {
+			t.Errorf("%s's slot in status.instances: %q, want %q", in.Name, got, want)
+		}
+	}
 	// The standby's agent now reports it too: the same occurrence.
 	agents.edit[f.ip(1)] = func(st *instance.Status) {
 		st.Stuck = &instance.Stuck{Reason: instance.StuckSlotInvalidated, Message: "requested WAL segment has already been removed"}

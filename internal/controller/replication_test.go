@@ -200,7 +200,7 @@ func (s *fakeServer) status(now time.Time) *instance.Status {
 	default:
 		st.CurrentLSN = s.lsn.String()
 		for _, slot := range s.slots {
-			st.Standbys = append(st.Standbys, instance.Standby{Slot: slot, Active: true})
+			st.Standbys = append(st.Standbys, instance.Standby{Slot: slot, Active: true, WALStatus: "reserved"})
 		}
 	}
 	if s.stopped != 0 {

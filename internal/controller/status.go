@@ -38,6 +38,9 @@ func computeStatus(previous dbv1.DatabaseStatus, obs observation) dbv1.DatabaseS
 		status.ReadyReplicas = sts.Status.ReadyReplicas
 	}
 	status.Ready = fmt.Sprintf("%d/%d", status.ReadyReplicas, obs.replicas)
+	if obs.certificatesRead {
+		status.Certificates = obs.certificates
+	}
 	if status.RecoverySource == nil && obs.recoverySource != nil {
 		status.RecoverySource = obs.recoverySource.DeepCopy()
 	}

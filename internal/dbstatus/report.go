@@ -15,6 +15,7 @@ import (
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
 	"github.com/dbkeeper/dbkeeper/internal/replication"
+	"github.com/dbkeeper/dbkeeper/internal/rules"
 )
 
 // Report is a Database on one screen: what `kubectl dbkeeper status`
@@ -47,9 +48,19 @@ type Report struct {
 	Instances []Instance `json:"instances"`
 	// Backup is nil without spec.backup.
 	Backup *Backup `json:"backup,omitempty"`
+	// Certificates are status.certificates: each certificate of the
+	// Database's Secrets and when it expires, soonest first.
+	Certificates []Certificate `json:"certificates,omitempty"`
 	// Warnings are the latest Warning Events about the Database, newest
 	// first.
 	Warnings []Event `json:"warnings,omitempty"`
+}
+
+// Certificate is one certificate of a Secret of the Database.
+type Certificate struct {
+	Secret   string    `json:"secret"`
+	Key      string    `json:"key"`
+	NotAfter time.Time `json:"notAfter"`
 }
 
 // Condition is one condition of the Database.
@@ -77,6 +88,12 @@ type Instance struct {
 	LagBytes      *int64   `json:"lagBytes,omitempty"`
 	LagSeconds    *float64 `json:"lagSeconds,omitempty"`
 	ServerVersion string   `json:"serverVersion,omitempty"`
+	// Slot, SlotWALStatus and SlotActive are a standby's replication slot
+	// on the primary, its wal_status and whether the standby streams
+	// through it; "" when the primary reports none.
+	Slot          string `json:"slot,omitempty"`
+	SlotWALStatus string `json:"slotWALStatus,omitempty"`
+	SlotActive    bool   `json:"slotActive,omitempty"`
 	// Node is the node the pod runs on; PodPhase its phase; both "" when
 	// the pod does not exist.
 	Node     string `json:"node,omitempty"`
@@ -98,9 +115,10 @@ type Backup struct {
 	// FirstRecoverabilityPoint is the earliest time a restore can reach.
 	FirstRecoverabilityPoint *time.Time `json:"firstRecoverabilityPoint,omitempty"`
 	// Schedule is spec.backup.schedule; LastScheduleTime when it last
-	// made a Backup.
+	// made a Backup; NextScheduleTime when it makes the next one.
 	Schedule         string     `json:"schedule,omitempty"`
 	LastScheduleTime *time.Time `json:"lastScheduleTime,omitempty"`
+	NextScheduleTime *time.Time `json:"nextScheduleTime,omitempty"`
 	// Phases count the Database's Backups by phase.
 	Phases map[string]int `json:"phases,omitempty"`
 	// Latest is the newest Backup.
@@ -154,7 +172,28 @@ func Gather(ctx context.Context, c client.Reader, namespace, name string) (*Repo
 	if err := c.List(ctx, events, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing the Events of %s/%s: %w", namespace, name, err)
 	}
-	return build(db, pods.Items, backups, events.Items), nil
+	r := build(db, pods.Items, backups, events.Items)
+	if r.Backup != nil {
+		r.Backup.NextScheduleTime = nextSchedule(r.Backup.Schedule, time.Now())
+	}
+	return r, nil
+}
+
+// nextSchedule is the first time of schedule after now, nil without a
+// schedule or with one that does not parse.
+func nextSchedule(schedule string, now time.Time) *time.Time {
+	if schedule == "" {
+		return nil
+	}
+	sched, err := rules.ParseSchedule(schedule)
+	if err != nil {
+		return nil
+	}
+	next := sched.Next(now.UTC())
+	if next.IsZero() {
+		return nil
+	}
+	return &next
 }
 
 // build makes the Report of db from what was read.
@@ -180,6 +219,10 @@ func build(db *dbv1.Database, pods []corev1.Pod, backups []dbv1.Backup, events [
 	if db.Spec.Backup != nil {
 		r.Backup = backup(db, backups)
 	}
+	for _, c := range st.Certificates {
+		r.Certificates = append(r.Certificates, Certificate{Secret: c.Secret, Key: c.Key, NotAfter: c.NotAfter.Time})
+	}
+	slices.SortStableFunc(r.Certificates, func(a, b Certificate) int { return a.NotAfter.Compare(b.NotAfter) })
 	r.Warnings = warnings(db, events)
 	return r
 }
@@ -268,6 +311,7 @@ func instances(db *dbv1.Database, pods []corev1.Pod) []Instance {
 	for _, s := range db.Status.Instances {
 		in := get(s.Name)
 		in.Ready, in.Timeline, in.LagBytes, in.ServerVersion = s.Ready, s.Timeline, s.LagBytes, s.ServerVersion
+		in.Slot, in.SlotWALStatus, in.SlotActive = s.Slot, s.SlotWALStatus, s.SlotActive
 		if s.Role != "" {
 			in.Role = string(s.Role)
 		}

@@ -45,9 +45,15 @@ func failingOver() (*dbv1.Database, []corev1.Pod, []dbv1.Backup, []eventsv1.Even
 		},
 		Instances: []dbv1.InstanceStatus{
 			{Name: "orders-0", Role: dbv1.InstanceRolePrimary, Ready: false, Timeline: 3, ServerVersion: "17.6", Message: "the agent does not answer"},
-			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Lag: &metav1.Duration{}, ServerVersion: "17.6", Message: "promoting"},
+			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Lag: &metav1.Duration{}, ServerVersion: "17.6", Message: "promoting",
+				Slot: "dbkeeper_standby_1", SlotWALStatus: "reserved", SlotActive: true},
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Ready: false, Timeline: 3, LagBytes: ptr.To[int64](3 << 20),
-				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6"},
+				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6", Slot: "dbkeeper_standby_2", SlotWALStatus: "unreserved"},
+		},
+		Certificates: []dbv1.CertificateStatus{
+			{Secret: "orders-ca", Key: "ca.crt", NotAfter: ago(-3650 * 24 * time.Hour)},
+			{Secret: "orders-tls", Key: "tls.crt", NotAfter: ago(-10 * 24 * time.Hour)},
+			{Secret: "orders-instance", Key: "agent-tls.crt", NotAfter: ago(time.Hour)},
 		},
 		Backup: &dbv1.DatabaseBackupStatus{
 			LastSuccessfulBackup: "orders-20261205030000", LastSuccessfulBackupTime: ptr.To(ago(9 * time.Hour)),
@@ -118,7 +124,7 @@ func TestBuildAFailover(t *testing.T) {
 	if in1.Name != "orders-1" || !in1.Ready || in1.Node != "node-b" || in1.LagBytes == nil || *in1.LagBytes != 0 || in1.Message != "promoting" {
 		t.Errorf("orders-1: %+v", in1)
 	}
-	if in2.Node != "node-c" || in2.Ready || *in2.LagBytes != 3<<20 || *in2.LagSeconds != 1.5 {
+	if in2.Node != "node-c" || in2.Ready || *in2.LagBytes != 3<<20 || *in2.LagSeconds != 1.5 || in2.Slot != "dbkeeper_standby_2" || in2.SlotWALStatus != "unreserved" || in2.SlotActive {
 		t.Errorf("orders-2: %+v", in2)
 	}
 	b := r.Backup
@@ -148,6 +154,9 @@ func TestBuildAFailover(t *testing.T) {
 		"recoverable since 2026-11-28T12:00:00Z",
 		"Backups: 2 Completed, 1 Failed; latest manual Failed, 1h ago",
 		"  10s ago  Failover: orders-0 not ready for 30s: promoting orders-1\n",
+		"Certificates (soonest to expire first):\n  orders-instance  agent-tls.crt  !! EXPIRED 1h ago (",
+		"\n  orders-tls       tls.crt        !! expires in 10d (",
+		"\n  orders-ca        ca.crt         expires in 3650d (",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the text lacks %q", want)
@@ -163,8 +172,14 @@ func TestBuildAFailover(t *testing.T) {
 		}
 		last = i
 	}
-	if !strings.Contains(text, "orders-2  replica  no     3         3.0 MiB, 1.5s") {
-		t.Errorf("orders-2's row is not what it says: role, ready, timeline, lag")
+	for _, row := range []string{
+		"orders-0  primary  no     3         -              -                     17.6",
+		"orders-1  replica  yes    3         0 B, 0s        reserved              17.6",
+		"orders-2  replica  no     3         3.0 MiB, 1.5s  unreserved, inactive  17.6",
+	} {
+		if !strings.Contains(text, row) {
+			t.Errorf("the text lacks the row %q: name, role, ready, timeline, lag, slot, version", row)
+		}
 	}
 
 	out.Reset()
@@ -214,5 +229,24 @@ func TestBytesAndAges(t *testing.T) {
 		if got := age(now, now.Add(-d)); got != want {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+func TestNextSchedule(t *testing.T) {
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	if got := nextSchedule("0 3 * * *", at); got == nil || !got.Equal(time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)) {
+		t.Errorf("nextSchedule(0 3 * * *) = %v, want tomorrow 03:00 UTC", got)
+	}
+	if got := nextSchedule("@hourly", at); got == nil || !got.Equal(at.Add(time.Hour)) {
+		t.Errorf("nextSchedule(@hourly) = %v", got)
+	}
+	if nextSchedule("", at) != nil || nextSchedule("not a schedule", at) != nil {
+		t.Error("nextSchedule of no schedule, or a bad one, is not nil")
+	}
+	r := &Report{Namespace: "shop", Name: "orders", Backup: &Backup{Schedule: "0 3 * * *", NextScheduleTime: nextSchedule("0 3 * * *", at)}}
+	var out bytes.Buffer
+	_ = r.WriteText(&out, at)
+	if want := "schedule 0 3 * * * (UTC), next in 15h (2026-12-06T03:00:00Z)"; !strings.Contains(out.String(), want) {
+		t.Errorf("the text lacks %q:\n%s", want, out.String())
 	}
 }

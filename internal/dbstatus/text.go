@@ -70,13 +70,13 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 
 	b.WriteString("\nInstances:\n")
 	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tROLE\tREADY\tTIMELINE\tLAG\tVERSION\tNODE\tMESSAGE")
+	fmt.Fprintln(tw, "  NAME\tROLE\tREADY\tTIMELINE\tLAG\tSLOT\tVERSION\tNODE\tMESSAGE")
 	for _, in := range r.Instances {
 		timeline := "-"
 		if in.Timeline > 0 {
 			timeline = fmt.Sprint(in.Timeline)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, or(in.Role, "-"), yesNo(in.Ready), timeline, lag(in),
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, or(in.Role, "-"), yesNo(in.Ready), timeline, lag(in), slot(in),
 			or(in.ServerVersion, "-"), or(in.Node, "-"), oneLine(in.Message))
 	}
 	if len(r.Instances) == 0 {
@@ -113,6 +113,9 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 			if bk.LastScheduleTime != nil {
 				s += ", last run " + since(now, bk.LastScheduleTime)
 			}
+			if bk.NextScheduleTime != nil {
+				s += ", next in " + age(*bk.NextScheduleTime, now) + " (" + bk.NextScheduleTime.UTC().Format(time.RFC3339) + ")"
+			}
 			b.WriteString(s + "\n")
 		}
 		if len(bk.Phases) > 0 {
@@ -133,6 +136,22 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 		}
 	}
 
+	if len(r.Certificates) > 0 {
+		b.WriteString("\nCertificates (soonest to expire first):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, c := range r.Certificates {
+			when := "expires in " + age(c.NotAfter, now)
+			switch left := c.NotAfter.Sub(now); {
+			case left <= 0:
+				when = "!! EXPIRED " + age(now, c.NotAfter) + " ago"
+			case left < expiringSoon:
+				when = "!! " + when
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s (%s)\n", c.Secret, c.Key, when, c.NotAfter.UTC().Format(time.RFC3339))
+		}
+		_ = tw.Flush()
+	}
+
 	if len(r.Warnings) > 0 {
 		b.WriteString("\nRecent warnings:\n")
 		for _, e := range r.Warnings {
@@ -146,6 +165,10 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// expiringSoon is how close to its expiry a certificate is marked: the
+// DbkeeperCertificateExpiring alert's threshold.
+const expiringSoon = 14 * 24 * time.Hour
 
 func or(s, def string) string {
 	if s == "" {
@@ -166,6 +189,23 @@ func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:199]) + "…"
+	}
+	return s
+}
+
+// slot is a standby's slot state: its wal_status, ", inactive" when no
+// standby streams through it, "LOST" when it was invalidated; "-" when
+// the primary reports no slot for it.
+func slot(in Instance) string {
+	if in.Slot == "" {
+		return "-"
+	}
+	s := or(in.SlotWALStatus, "?")
+	if s == "lost" {
+		s = "LOST"
+	}
+	if !in.SlotActive {
+		s += ", inactive"
 	}
 	return s
 }

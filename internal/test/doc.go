@@ -24,7 +24,6 @@
 //   - pgtest: what the tests running real PostgreSQL servers share.
 //   - agenttest: the certificates the instance agent's tests serve and call
 //     it with, made as the operator makes them.
-//   - leakscan: finds generated secrets in logs and Events.
 //
 // hack/devcluster is the command that runs devcluster for make run; the
 // suites themselves are under test/.

@@ -27,9 +27,9 @@ import (
 
 	dbv1 "github.com/dbkeeper/dbkeeper/api/v1alpha1"
 	"github.com/dbkeeper/dbkeeper/internal/desired"
+	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/rules"
 	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
-	"github.com/dbkeeper/dbkeeper/internal/test/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
 )

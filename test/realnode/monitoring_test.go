@@ -1,7 +1,9 @@
 package realnode
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dbkeeper/dbkeeper/internal/instance"
+	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/test/metricsdoc"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
@@ -58,7 +61,8 @@ data:
 // node as a Prometheus does (from outside the pods, plain HTTP on the
 // metrics port), checks the series against what the servers and the
 // Database's status say, edits its custom queries' ConfigMap and sees the
-// new metric without a restart, runs `kubectl dbkeeper status` as a user,
+// new metric without a restart, runs `kubectl dbkeeper status`, `psql`
+// (primary and --ro) and `report` (no Secret value in its bundle) as a user,
 // and feeds the live series to the alert rules (promtool test rules): no
 // alert fires on the healthy Database, and DbkeeperServerDown fires once
 // the standby's server is frozen. devcluster's real Prometheus scrapes both
@@ -178,7 +182,7 @@ func (s *suite) testMonitoring(t subtest) {
 		}
 	})
 
-	step("kubectl dbkeeper status shows the Database as a user types it", func(t subtest) {
+	step("kubectl dbkeeper status, psql (primary and --ro) and report, as a user types them", func(t subtest) {
 		dir := t.TempDir()
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-dbkeeper"), "./cmd/kubectl-dbkeeper")
 		build.Dir = testenv.ProjectRoot()
@@ -195,6 +199,56 @@ func (s *suite) testMonitoring(t subtest) {
 		for _, want := range []string{", Ready, Ready\n", "primary " + primary, "\n  " + primary + "  primary  yes", "\n  " + standby + "  replica  yes"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("the status lacks %q", want)
+			}
+		}
+
+		// psql on the host, through a port-forward, the server verified
+		// with the Database's CA: the primary, then a standby.
+		for _, c := range []struct {
+			flags []string
+			want  string
+		}{{nil, "f|app|t"}, {[]string{"--ro"}, "t|app|t"}} {
+			args := append(append([]string{"dbkeeper", "psql", watched, "-n", ns}, c.flags...),
+				"--", "-Atc", "select pg_is_in_recovery(), current_user, (select ssl from pg_stat_ssl where pid = pg_backend_pid())")
+			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), args...)
+			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
+			out, err := cmd.CombinedOutput()
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			if err != nil || !strings.Contains(string(out), c.want+"\n") {
+				t.Errorf("kubectl dbkeeper psql %v: %v, want %q (in recovery, user, TLS)", c.flags, err, c.want)
+			}
+		}
+
+		// report: the pods' real logs and the agents' metrics, with no
+		// value of the Database's Secrets in them.
+		bundle := filepath.Join(dir, "report.tar.gz")
+		cmd = exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "dbkeeper", "report", watched, "-n", ns, "-f", bundle)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl dbkeeper report: %v\n%s", err, out)
+		}
+		files := untarBundle(t, bundle)
+		t.Logf("the bundle holds %d files; not collected:\n%s", len(files), files["errors.txt"])
+		for _, f := range []string{"logs/" + primary + "/postgres.log", "logs/" + standby + "/postgres.log", "metrics/" + primary + ".txt", "database.yaml", "events.yaml"} {
+			if len(files[f]) == 0 {
+				t.Errorf("the bundle's %s is missing or empty", f)
+			}
+		}
+		secrets := map[string]string{}
+		for _, name := range []string{watched + "-credentials", watched + "-instance"} {
+			for k, v := range s.secret(name) {
+				if k == "password" || strings.HasSuffix(k, "-password") || strings.HasSuffix(k, ".key") || k == "agent-token" || k == "uri" {
+					secrets[name+" "+k] = v
+				}
+			}
+		}
+		scanner := leakscan.New(secrets)
+		if scanner.Len() < 3 {
+			t.Fatalf("only %d secret values to look for in %v", scanner.Len(), secrets)
+		}
+		for name, data := range files {
+			for _, l := range scanner.Scan(name, data) {
+				t.Errorf("the bundle's %s holds %s (%s)", name, l.Secret, l.Encoding)
 			}
 		}
 	})
@@ -419,4 +473,33 @@ func monitoringTools() string {
 		cache = filepath.Join(home, ".cache")
 	}
 	return filepath.Join(cache, "dbkeeper", "monitoring")
+}
+
+// untarBundle returns the files of kubectl dbkeeper report's bundle.
+func untarBundle(t subtest, path string) map[string][]byte {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[strings.TrimPrefix(h.Name, "dbkeeper-report/")] = data
+	}
 }

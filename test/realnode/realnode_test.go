@@ -46,7 +46,7 @@ func TestRealNode(t *testing.T) {
 	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
 	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 	s.parallel(t, scheduleTitle, scheduled, (*suite).testFaultSchedule)
-	s.parallel(t, "monitoring: each pod's metrics scraped as a Prometheus does, custom queries edited live, kubectl dbkeeper status, the alert rules over the live series", watched, (*suite).testMonitoring)
+	s.parallel(t, "monitoring: each pod's metrics scraped as a Prometheus does, custom queries edited live, kubectl dbkeeper status, psql and report, the alert rules over the live series", watched, (*suite).testMonitoring)
 
 	s.parallel(t, "postgres: Ready, reaching nothing outside, a deleted pod, a refused resize, re-created with Retain", "orders", func(s *suite, t subtest) {
 		pg := &engineClient{s: s, name: "orders", engine: dbv1.EnginePostgres}

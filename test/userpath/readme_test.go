@@ -33,7 +33,7 @@ func TestREADMEMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"two commands", "kwok", "real-node start", "real-node use", "real-node backup"} {
+	for _, name := range []string{"two commands", "kwok", "real-node start", "real-node use", "real-node backup", "real-node plugin"} {
 		if _, err := codeBlock(string(readme), name); err != nil {
 			t.Error(err)
 		}

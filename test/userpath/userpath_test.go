@@ -60,8 +60,10 @@ func TestREADMEKwok(t *testing.T) {
 // TestREADMERealNode follows "A real database locally": the README's
 // `sudo make run REAL_NODE=true`, its script in another shell (the
 // Database, kubectl wait, psql with the Secret's uri in the postgres
-// container), then SIGINT to make's PID, after which no process, bridge or
-// state file of the real node remains.
+// container), the backup walkthrough, the kubectl dbkeeper lines (status,
+// backup, psql, a switchover, a refused re-clone, a report), then SIGINT
+// to make's PID, after which no process, bridge or state file of the real
+// node remains.
 func TestREADMERealNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts make run REAL_NODE=true")
@@ -92,15 +94,20 @@ func TestREADMERealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The plugin's operations run in the same shell, after both.
+	plugin, err := codeBlock(doc, "real-node plugin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmds := commands(start)
 	if len(cmds) != 1 {
 		t.Fatalf("README.md's real-node start block has %d commands, want the one make run: %q", len(cmds), start)
 	}
 	m := startMakeRun(t, cmds[0].Line, 10*time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	began := time.Now()
-	out, err := m.shell(ctx, script+"\n"+backup)
+	out, err := m.shell(ctx, script+"\n"+backup+"\n"+plugin)
 	t.Logf("the README's script (%.1fs):\n%s", time.Since(began).Seconds(), out)
 	if err != nil {
 		state, _ := m.shell(context.Background(), "kubectl get db,pods,pvc -A -o wide; kubectl describe pods -n shop")
@@ -117,6 +124,17 @@ func TestREADMERealNode(t *testing.T) {
 		for _, want := range []string{"before the backup", "after the backup", "(2 rows)", "orders-first"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("the README's backup walkthrough did not print %q:\n%s", want, out)
+			}
+		}
+		// kubectl dbkeeper: the status of a Ready Database, a completed
+		// backup, psql through the port-forward (the two rows of notes;
+		// a standby in recovery), the switchover, the refused re-clone
+		// of the primary and the bundle.
+		for _, want := range []string{"Database shop/orders: postgres 17", ", Ready, Ready\n", "] Completed on orders-0", "\n     2\n(1 row)",
+			"orders-1 is the primary (term", "\nt\n", "orders-1 is the primary of shop/orders: only a standby is cloned again",
+			"refused: orders-1 is the primary now", "orders-report.tar.gz: "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the README's kubectl dbkeeper lines did not print %q:\n%s", want, out)
 			}
 		}
 	}

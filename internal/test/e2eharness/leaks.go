@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/dbkeeper/dbkeeper/internal/test/leakscan"
+	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 )
 
 // Source is a text the leak scan reads: a log file or an object as JSON.

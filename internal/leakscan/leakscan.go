@@ -72,3 +72,24 @@ func (s *Scanner) Scan(source string, text []byte) []Leak {
 	}
 	return leaks
 }
+
+// Redact returns text with every secret value replaced, as it is and
+// base64-encoded, by "<redacted: NAME>", and the values it replaced (as
+// Scan reports them). Longer values are replaced first, so that a value
+// holding another (a uri holding a password) is replaced whole.
+func (s *Scanner) Redact(source string, text []byte) ([]byte, []Leak) {
+	leaks := s.Scan(source, text)
+	if len(leaks) == 0 {
+		return text, nil
+	}
+	needles := make([]needle, len(s.needles))
+	copy(needles, s.needles)
+	sort.SliceStable(needles, func(i, j int) bool { return len(needles[i].value) > len(needles[j].value) })
+	out := text
+	for _, n := range needles {
+		if bytes.Contains(out, n.value) {
+			out = bytes.ReplaceAll(out, n.value, []byte("<redacted: "+n.name+">"))
+		}
+	}
+	return out, leaks
+}

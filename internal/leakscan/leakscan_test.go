@@ -38,3 +38,24 @@ func TestScan(t *testing.T) {
 		})
 	}
 }
+
+func TestRedact(t *testing.T) {
+	const password, key = "Zk3pQ9xWm2LrT8vYc4NbH6sJd1FgA5eU", "AKIAEXAMPLEKEY0001"
+	uri := "postgresql://app:" + password + "@orders.shop.svc:5432/app"
+	s := New(map[string]string{"orders-credentials password": password, "orders-credentials uri": uri, "store secretAccessKey": key})
+	text := "connecting to " + uri + "\nkey " + key + " and " + base64.StdEncoding.EncodeToString([]byte(password)) + "\nport 5432\n"
+	out, leaks := s.Redact("pod.log", []byte(text))
+	if len(s.Scan("redacted", out)) != 0 {
+		t.Errorf("a secret value is left after Redact:\n%s", out)
+	}
+	want := "connecting to <redacted: orders-credentials uri>\nkey <redacted: store secretAccessKey> and <redacted: orders-credentials password>\nport 5432\n"
+	if string(out) != want {
+		t.Errorf("Redact =\n%s\nwant\n%s", out, want)
+	}
+	if len(leaks) != 4 {
+		t.Errorf("leaks = %+v, want the password (plain and base64), the uri and the key", leaks)
+	}
+	if out, leaks := s.Redact("clean.log", []byte("nothing here")); string(out) != "nothing here" || leaks != nil {
+		t.Errorf("Redact of a clean text = %q, %+v", out, leaks)
+	}
+}
