@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/archiver/sidecar"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/agent"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
@@ -141,7 +142,7 @@ func serveArchiver(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := archiver.ServerFromEnv()
+	srv, err := sidecar.ServerFromEnv()
 	if err != nil {
 		return err
 	}

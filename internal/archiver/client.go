@@ -107,7 +107,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode >= 300 {
-		var e errorResponse
+		var e ErrorResponse
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		if resp.StatusCode == http.StatusNotFound && path == PathRestore {
 			return fmt.Errorf("%w: %s", ErrNotInArchive, e.Error)

@@ -2,7 +2,6 @@ package archiver
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,19 +105,5 @@ func TestChooseBackup(t *testing.T) {
 	var bf *BeforeFirstError
 	if _, err := ChooseBackup(backups, at("2026-11-30T00:00:00Z")); !errors.As(err, &bf) || bf.First.ID != "20261201T030000" {
 		t.Errorf("a target before the first backup: %v, want a BeforeFirstError naming 20261201T030000", err)
-	}
-}
-
-func TestRecoveryEnv(t *testing.T) {
-	got := recoveryEnv([]string{"PATH=/usr/bin", "AWS_ACCESS_KEY_ID=own", "AWS_SECRET_ACCESS_KEY=own-secret", "AWS_CA_BUNDLE=/own/ca.crt",
-		EnvRecoveryAccessKeyID + "=src", EnvRecoverySecretAccessKey + "=src-secret", EnvRecoveryCABundle + "=/src/ca.crt", "HOME=/tmp"})
-	want := []string{"PATH=/usr/bin", "HOME=/tmp", "AWS_ACCESS_KEY_ID=src", "AWS_SECRET_ACCESS_KEY=src-secret", "AWS_CA_BUNDLE=/src/ca.crt"}
-	if !slices.Equal(got, want) {
-		t.Errorf("got  %v\nwant %v", got, want)
-	}
-	// Without a CA of its own, the source must not inherit the store's.
-	got = recoveryEnv([]string{"AWS_CA_BUNDLE=/own/ca.crt", EnvRecoveryAccessKeyID + "=src"})
-	if slices.Contains(got, "AWS_CA_BUNDLE=/own/ca.crt") {
-		t.Errorf("the source's environment keeps the store's CA: %v", got)
 	}
 }

@@ -42,9 +42,13 @@
 //	  - internal/instance/agent is the agent on top of both: its loop, its
 //	    persisted state, its pure decisions (decide.go), its HTTP server, and
 //	    its side of the backup sidecar (archiving, base backups, restore).
-//	  - internal/archiver is the backup sidecar, in a container of its own;
-//	    the agent calls it through its Client. This contract carries the
-//	    sidecar's answers as they are (Archiving.Sidecar, BackupState.Result,
-//	    RetentionAnswer.Backups), so it imports that package's types; the
-//	    sidecar imports nothing of the agent's rooms.
+//	  - internal/archiver is the backup sidecar's contract: its socket's
+//	    API and the Client the agent calls it through. This contract carries
+//	    the sidecar's answers as they are (Archiving.Sidecar,
+//	    BackupState.Result, RetentionAnswer.Backups), so it imports that
+//	    package's types. The sidecar's server side, which runs barman-cloud
+//	    in a container of its own, is internal/archiver/sidecar: only the
+//	    sidecar's command (cmd/dbkeeper-instance archiver) imports it, so
+//	    neither this contract nor the operator links it. Neither side of
+//	    the sidecar imports anything of the agent's rooms.
 package instance

@@ -146,27 +146,40 @@ const (
 	serverPkg   = module + "/internal/instance/postgres"
 	agentPkg    = module + "/internal/instance/agent"
 	agentBinary = module + "/cmd/dbkeeper-instance"
-	// sidecarPkg is the backup sidecar, in a container of its own: the
-	// agent calls it, the contract carries its answers.
-	sidecarPkg = module + "/internal/archiver"
+	// sidecarAPIPkg is the backup sidecar's contract, the socket's API and
+	// its Client: the agent calls the sidecar through it, the contract
+	// carries its answers, the controller reads them.
+	sidecarAPIPkg = module + "/internal/archiver"
+	// sidecarPkg is the sidecar's server side, which runs barman-cloud in
+	// a container of its own: the sidecar's command's alone.
+	sidecarPkg = module + "/internal/archiver/sidecar"
+	// managerBinary is the operator.
+	managerBinary = module + "/cmd/dbkeeper"
+	controllerPkg = module + "/internal/controller"
 )
 
 // reachableFrom says which product packages may depend, directly or not,
 // on each room of the agent: the server code only from the agent (and its
-// binary), the agent only from its binary. The contract is everyone's.
+// binary), the agent only from its binary, the backup sidecar's server
+// side only from its binary (the agent's, whose `archiver` subcommand is
+// the sidecar container's). The contracts are everyone's.
 var reachableFrom = map[string][]string{
-	serverPkg: {agentPkg, agentBinary},
-	agentPkg:  {agentBinary},
+	serverPkg:  {agentPkg, agentBinary},
+	agentPkg:   {agentBinary},
+	sidecarPkg: {agentBinary},
 }
 
 // forbidden says what each room must not depend on: the contract none of
-// the agent's code, the server nothing of the agent, the contract or the
-// operator, and the backup sidecar nothing of the agent's rooms or the
-// operator.
+// the agent's code nor the sidecar's server side, the server nothing of
+// the agent, the contract or the operator, the controller not the
+// sidecar's server side, and the backup sidecar (either side) nothing of
+// the agent's rooms or the operator, its contract not its server side.
 var forbidden = map[string][]string{
-	contractPkg: {serverPkg, agentPkg},
-	serverPkg:   {contractPkg, agentPkg, module + "/internal/controller", module + "/internal/desired", module + "/api/v1alpha1"},
-	sidecarPkg:  {contractPkg, serverPkg, agentPkg, module + "/internal/controller", module + "/internal/desired", module + "/api/v1alpha1"},
+	contractPkg:   {serverPkg, agentPkg, sidecarPkg},
+	serverPkg:     {contractPkg, agentPkg, controllerPkg, module + "/internal/desired", module + "/api/v1alpha1"},
+	controllerPkg: {sidecarPkg},
+	sidecarAPIPkg: {sidecarPkg, contractPkg, serverPkg, agentPkg, controllerPkg, module + "/internal/desired", module + "/api/v1alpha1"},
+	sidecarPkg:    {contractPkg, serverPkg, agentPkg, controllerPkg, module + "/internal/desired", module + "/api/v1alpha1"},
 }
 
 // arrowViolations returns, for each product package, the dependencies that
@@ -196,44 +209,90 @@ func arrowViolations(pkgs []listed) []string {
 // agent's alone, and neither the contract nor the server knows the agent.
 func TestInstanceArrowsRunOneWay(t *testing.T) {
 	pkgs := goList(t)
-	for _, room := range []string{contractPkg, serverPkg, agentPkg, agentBinary, module + "/internal/controller"} {
+	for _, room := range []string{contractPkg, serverPkg, agentPkg, agentBinary, controllerPkg, sidecarAPIPkg, sidecarPkg} {
 		if !slices.ContainsFunc(pkgs, func(p listed) bool { return p.ImportPath == room }) {
 			t.Fatalf("go list did not list %s: the check would look at nothing", room)
 		}
 	}
 	if bad := arrowViolations(pkgs); len(bad) > 0 {
-		t.Errorf("dependencies run against the agent's arrows (internal/instance/doc.go): the operator imports internal/instance only, the server package is the agent's alone:\n%s",
+		t.Errorf("dependencies run against the agent's arrows (internal/instance/doc.go): the operator imports internal/instance only, the server package is the agent's alone, the backup sidecar's server side (internal/archiver/sidecar) the sidecar's command's alone:\n%s",
 			strings.Join(bad, "\n"))
 	}
 }
 
 // TestArrowViolations shows the check catches each way back: the
-// controller reaching the server code (directly or through the agent), the
-// contract depending on the agent, the server on the contract or the
-// agent, the backup sidecar on the contract, and another product using
-// the agent; and that it allows the agent's own arrows.
+// controller reaching the server code (directly or through the agent) or
+// the backup sidecar's server side, the contract depending on the agent or
+// on the sidecar's server side, the server on the contract or the agent,
+// either side of the sidecar on the contract, the sidecar's contract on
+// its server side, the agent's code and the operator's binary linking the
+// sidecar's server side, and another product using the agent; and that it
+// allows the agent's own arrows and the sidecar's command.
 func TestArrowViolations(t *testing.T) {
 	pkgs := []listed{
-		{ImportPath: module + "/internal/controller", Deps: []string{contractPkg, serverPkg}},
-		{ImportPath: module + "/internal/desired", Deps: []string{contractPkg, agentPkg, serverPkg}},
-		{ImportPath: contractPkg, Deps: []string{agentPkg, serverPkg, module + "/internal/replication"}},
+		{ImportPath: controllerPkg, Deps: []string{contractPkg, serverPkg, sidecarAPIPkg, sidecarPkg}},
+		{ImportPath: module + "/internal/desired", Deps: []string{contractPkg, agentPkg, serverPkg, sidecarAPIPkg}},
+		{ImportPath: contractPkg, Deps: []string{agentPkg, serverPkg, sidecarAPIPkg, sidecarPkg, module + "/internal/replication"}},
 		{ImportPath: serverPkg, Deps: []string{contractPkg, module + "/internal/pki"}},
-		{ImportPath: agentPkg, Deps: []string{contractPkg, serverPkg}},
-		{ImportPath: agentBinary, Deps: []string{agentPkg, serverPkg, contractPkg}},
-		{ImportPath: module + "/internal/test/devcluster", Deps: []string{agentPkg}},
-		{ImportPath: sidecarPkg, Deps: []string{contractPkg, module + "/internal/replication"}},
+		{ImportPath: agentPkg, Deps: []string{contractPkg, serverPkg, sidecarAPIPkg, sidecarPkg}},
+		{ImportPath: agentBinary, Deps: []string{agentPkg, serverPkg, contractPkg, sidecarAPIPkg, sidecarPkg}},
+		{ImportPath: managerBinary, Deps: []string{controllerPkg, contractPkg, sidecarAPIPkg, sidecarPkg}},
+		{ImportPath: module + "/internal/test/devcluster", Deps: []string{agentPkg, sidecarPkg}},
+		{ImportPath: sidecarAPIPkg, Deps: []string{contractPkg, sidecarPkg, module + "/internal/replication"}},
+		{ImportPath: sidecarPkg, Deps: []string{sidecarAPIPkg, contractPkg, module + "/internal/replication"}},
 	}
 	got := arrowViolations(pkgs)
 	want := []string{
+		managerBinary + " -> " + sidecarPkg,
+		sidecarAPIPkg + " -> " + contractPkg,
+		sidecarAPIPkg + " -> " + sidecarPkg,
 		sidecarPkg + " -> " + contractPkg,
-		module + "/internal/controller -> " + serverPkg,
+		controllerPkg + " -> " + serverPkg,
+		controllerPkg + " -> " + sidecarPkg,
 		module + "/internal/desired -> " + agentPkg,
 		module + "/internal/desired -> " + serverPkg,
 		contractPkg + " -> " + agentPkg,
 		contractPkg + " -> " + serverPkg,
+		contractPkg + " -> " + sidecarPkg,
+		agentPkg + " -> " + sidecarPkg,
 		serverPkg + " -> " + contractPkg,
 	}
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("arrowViolations:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestManagerDoesNotLinkTheSidecarServer checks the operator's binary as
+// `go list -deps` sees it: it links the sidecar's contract (the agents'
+// status carries its answers) but not its server side, which runs
+// barman-cloud; the agent's binary, whose `archiver` subcommand is the
+// sidecar container's command, does link it, so the check looks at the
+// package that exists.
+func TestManagerDoesNotLinkTheSidecarServer(t *testing.T) {
+	deps := func(binary string) []string {
+		t.Helper()
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command("go", "list", "-deps", binary)
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+		out, err := cmd.Output()
+		if err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				t.Fatalf("go list -deps %s: %v\n%s", binary, err, exit.Stderr)
+			}
+			t.Fatalf("go list -deps %s: %v", binary, err)
+		}
+		return strings.Fields(string(out))
+	}
+	if agent := deps(agentBinary); !slices.Contains(agent, sidecarPkg) {
+		t.Fatalf("%s does not link %s: the sidecar's server side moved, and this check would look at nothing", agentBinary, sidecarPkg)
+	}
+	manager := deps(managerBinary)
+	if !slices.Contains(manager, sidecarAPIPkg) {
+		t.Fatalf("%s does not link %s: go list's answer is not the operator's dependencies", managerBinary, sidecarAPIPkg)
+	}
+	if slices.Contains(manager, sidecarPkg) {
+		t.Errorf("%s links %s, the backup sidecar's server side (barman-cloud's runner): the operator may import internal/archiver only", managerBinary, sidecarPkg)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/archiver/sidecar"
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/instance/postgres"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
@@ -152,10 +153,10 @@ func TestBackupThroughSidecar(t *testing.T) {
 	}
 	dir := t.TempDir()
 	socket := filepath.Join(dir, ".s.dbkeeper-archiver")
-	srv := &archiver.Server{
-		Store:  archiver.Store{Destination: "s3://backups/test", ServerName: "orders", EndpointURL: "https://127.0.0.1:1"},
+	srv := &sidecar.Server{
+		Store:  sidecar.Store{Destination: "s3://backups/test", ServerName: "orders", EndpointURL: "https://127.0.0.1:1"},
 		PGData: dir,
-		Conn:   archiver.Conn{Host: dir, Port: 1, User: "postgres"},
+		Conn:   sidecar.Conn{Host: dir, Port: 1, User: "postgres"},
 		Env:    []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y"},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

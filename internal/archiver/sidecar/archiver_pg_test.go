@@ -1,4 +1,4 @@
-package archiver_test
+package sidecar_test
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/archiver/sidecar"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 	"github.com/dbkeeper/dbkeeper/internal/test/pgtest"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
@@ -216,8 +217,8 @@ func freePort(t *testing.T) int {
 }
 
 // store is the source Database's place in the bucket, gzip-compressed.
-func (e *env) storeConfig() archiver.Store {
-	return archiver.Store{
+func (e *env) storeConfig() sidecar.Store {
+	return sidecar.Store{
 		Destination: "s3://" + bucket + "/dbkeeper",
 		ServerName:  serverName,
 		EndpointURL: "https://" + e.storeAt,
@@ -269,7 +270,7 @@ func (e *env) newInstance(name string) *instance {
 }
 
 // startSidecar starts the backup sidecar of i with the store's config.
-func (i *instance) startSidecar(st archiver.Store) {
+func (i *instance) startSidecar(st sidecar.Store) {
 	e := i.e
 	i.sidecar = &process.Process{
 		Name: i.name + "-sidecar", Path: e.bin, Args: []string{archiver.CommandServe, "--socket", i.socket()},
@@ -387,7 +388,7 @@ func (e *env) waitArchived(ctx context.Context, c *pgx.Conn, seg string, timeout
 
 // archivedWALs lists the WAL files in the store's directory (versitygw's
 // posix backend keeps objects as files under their keys).
-func (e *env) archivedWALs(st archiver.Store) []string {
+func (e *env) archivedWALs(st sidecar.Store) []string {
 	dir := filepath.Join(e.base, "store", bucket, "dbkeeper", st.ServerName, "wals")
 	var names []string
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -478,7 +479,7 @@ func (e *env) restore(name, backupID string, recovery ...string) (*pgx.Conn, tim
 // startSource initializes and starts the source server, archiving through
 // its sidecar into st as the operator would configure it, with the table
 // rows, and returns it with a connection.
-func (e *env) startSource(st archiver.Store) (*instance, *pgx.Conn) {
+func (e *env) startSource(st sidecar.Store) (*instance, *pgx.Conn) {
 	e.t.Helper()
 	src := e.newInstance("source")
 	initdb := exec.Command(filepath.Join(pgBin, "initdb"), "-D", src.pgdata, "-U", "postgres", "--auth=trust", "--no-sync")

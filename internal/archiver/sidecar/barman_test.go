@@ -1,4 +1,4 @@
-package archiver
+package sidecar
 
 import (
 	"errors"
@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 )
 
 func TestStoreCommands(t *testing.T) {
-	s := Store{Destination: "s3://backups/dbkeeper", ServerName: "orders", EndpointURL: "https://store.dbkeeper-system.svc:7070", Compression: CompressionGzip}
+	s := Store{Destination: "s3://backups/dbkeeper", ServerName: "orders", EndpointURL: "https://store.dbkeeper-system.svc:7070", Compression: archiver.CompressionGzip}
 	tests := []struct {
 		name string
 		got  []string

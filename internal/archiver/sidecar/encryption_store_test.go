@@ -1,4 +1,4 @@
-package archiver_test
+package sidecar_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/archiver/sidecar"
 	"github.com/dbkeeper/dbkeeper/internal/test/objectstore"
 )
 
@@ -50,17 +51,17 @@ func TestServerSideEncryptionReachesTheStore(t *testing.T) {
 		encryption string
 	}{
 		{"without encryption: the bucket's default", ""},
-		{"AES256 (SSE-S3)", archiver.EncryptionAES256},
-		{"aws:kms with the AWS managed key (SSE-KMS)", archiver.EncryptionKMS},
+		{"AES256 (SSE-S3)", sidecar.EncryptionAES256},
+		{"aws:kms with the AWS managed key (SSE-KMS)", sidecar.EncryptionKMS},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wal := filepath.Join("pg_wal", "00000001000000000000000"+string(rune('1'+i)))
 			if err := os.WriteFile(filepath.Join(pgdata, wal), segment, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			st := archiver.Store{Destination: "s3://" + bucket + "/dbkeeper", ServerName: "orders", EndpointURL: rec.URL,
+			st := sidecar.Store{Destination: "s3://" + bucket + "/dbkeeper", ServerName: "orders", EndpointURL: rec.URL,
 				Compression: archiver.CompressionGzip, Encryption: tc.encryption}
-			srv := &archiver.Server{Store: st, PGData: pgdata, Env: e.barmanEnv()}
+			srv := &sidecar.Server{Store: st, PGData: pgdata, Env: e.barmanEnv()}
 			if err := srv.CheckTools(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -95,12 +96,12 @@ func TestServerSideEncryptionReachesTheStore(t *testing.T) {
 
 	t.Run("a KMS key the sidecar's barman-cloud cannot pass on: the sidecar refuses to start", func(t *testing.T) {
 		help, _ := exec.Command(archiver.CommandWALArchive, "--help").Output()
-		if bytes.Contains(help, []byte(archiver.OptionSSEKMSKeyID)) {
-			t.Skipf("this host's barman-cloud has %s: the image's 3.4 does not", archiver.OptionSSEKMSKeyID)
+		if bytes.Contains(help, []byte(sidecar.OptionSSEKMSKeyID)) {
+			t.Skipf("this host's barman-cloud has %s: the image's 3.4 does not", sidecar.OptionSSEKMSKeyID)
 		}
-		st := archiver.Store{Destination: "s3://" + bucket + "/dbkeeper", ServerName: "orders", EndpointURL: rec.URL,
-			Encryption: archiver.EncryptionKMS, KMSKeyID: "alias/dbkeeper"}
-		srv := &archiver.Server{Store: st, PGData: pgdata, Env: e.barmanEnv()}
+		st := sidecar.Store{Destination: "s3://" + bucket + "/dbkeeper", ServerName: "orders", EndpointURL: rec.URL,
+			Encryption: sidecar.EncryptionKMS, KMSKeyID: "alias/dbkeeper"}
+		srv := &sidecar.Server{Store: st, PGData: pgdata, Env: e.barmanEnv()}
 		err := srv.Serve(context.Background(), filepath.Join(e.base, "archiver.sock"))
 		if err == nil || !strings.Contains(err.Error(), "spec.backup.kmsKeyID needs barman-cloud 3.5 or newer") || !strings.Contains(err.Error(), "--backup-image") {
 			t.Errorf("Serve = %v, want it to refuse, naming barman-cloud 3.5 and --backup-image", err)

@@ -1,4 +1,4 @@
-package archiver_test
+package sidecar_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
+	"github.com/dbkeeper/dbkeeper/internal/archiver/sidecar"
 	agent "github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/pki"
 	"github.com/dbkeeper/dbkeeper/internal/test/agenttest"
@@ -29,7 +30,7 @@ import (
 // with spec.bootstrap.recovery runs it: the source's store as the recovery
 // source (its credentials and CA under the DBKEEPER_RECOVERY_ names), and,
 // when own is not nil, the Database's own store to archive into.
-func (i *instance) startRestoreSidecar(src archiver.Store, own *archiver.Store) {
+func (i *instance) startRestoreSidecar(src sidecar.Store, own *sidecar.Store) {
 	e := i.e
 	env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + filepath.Join(e.base, "home"),
 		"PGDATA=" + i.pgdata, "PGHOST=" + i.run, "PGPORT=" + strconv.Itoa(i.port), "PGUSER=postgres",
@@ -70,7 +71,7 @@ type agentAt struct {
 // DBKEEPER_RECOVERY_TARGET target.
 func (i *instance) startAgent(target string, archive bool) *agentAt {
 	e := i.e
-	entry, err := os.ReadFile("../../test/images/postgres/entrypoint.sh")
+	entry, err := os.ReadFile("../../../test/images/postgres/entrypoint.sh")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestAgentRestore(t *testing.T) {
 	// failsWith runs the agent on a new instance whose sidecar reads src,
 	// and waits for it to exit with a last line containing want, the data
 	// directory left empty.
-	failsWith := func(name string, src archiver.Store, want string) {
+	failsWith := func(name string, src sidecar.Store, want string) {
 		t.Helper()
 		i := e.newInstance(name)
 		i.startRestoreSidecar(src, nil)

@@ -1,4 +1,4 @@
-package archiver
+package sidecar
 
 import (
 	"bytes"
@@ -18,124 +18,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dbkeeper/dbkeeper/internal/archiver"
 )
-
-// The paths of the sidecar's API on its Unix socket.
-const (
-	PathArchive = "/v1/archive"
-	PathRestore = "/v1/restore"
-	PathBackup  = "/v1/backup"
-	PathStatus  = "/v1/status"
-	// PathCheckArchive checks that the Database's own WAL archive is
-	// empty, before a restored server may archive into it.
-	PathCheckArchive = "/v1/check-archive"
-	// PathRecoveryBackups lists the recovery source's backups;
-	// PathRecoveryRestore downloads one of them into RestoreDir.
-	PathRecoveryBackups = "/v1/recovery/backups"
-	PathRecoveryRestore = "/v1/recovery/restore"
-	// PathRetention deletes the backups outside a recovery window and
-	// answers with the backups that remain.
-	PathRetention = "/v1/retention"
-)
-
-// RetentionRequest asks the sidecar to apply a retention policy: a
-// recovery window of Days, or the newest Keep backups.
-type RetentionRequest struct {
-	Days int `json:"days,omitempty"`
-	Keep int `json:"keep,omitempty"`
-}
-
-// Policy is barman-cloud's --retention-policy of r: "RECOVERY WINDOW OF
-// n DAYS" or "REDUNDANCY n". Exactly one of Days and Keep must be set.
-func (r RetentionRequest) Policy() (string, error) {
-	switch {
-	case r.Days > 0 && r.Keep == 0:
-		return fmt.Sprintf("RECOVERY WINDOW OF %d DAYS", r.Days), nil
-	case r.Keep > 0 && r.Days == 0:
-		return fmt.Sprintf("REDUNDANCY %d", r.Keep), nil
-	}
-	return "", fmt.Errorf("a retention of %d days and %d backups: want exactly one of them, at least 1", r.Days, r.Keep)
-}
-
-// RetentionResult is what remains in the store after retention, oldest
-// first.
-type RetentionResult struct {
-	Backups []BackupResult `json:"backups"`
-}
-
-// RestoreDir is where the sidecar downloads a base backup for the agent,
-// beside PGDATA: the agent swaps it in once it is complete, so that an
-// interrupted download never leaves a data directory that looks whole.
-func RestoreDir(pgdata string) string { return pgdata + ".restore" }
-
-// RecoveryRestoreRequest asks the sidecar to download a base backup of
-// the recovery source into RestoreDir.
-type RecoveryRestoreRequest struct {
-	BackupID string `json:"backupID"`
-}
-
-// ArchiveRequest asks the sidecar to archive one WAL file.
-type ArchiveRequest struct {
-	// Path is archive_command's %p made absolute.
-	Path string `json:"path"`
-}
-
-// RestoreRequest asks the sidecar to fetch one WAL file.
-type RestoreRequest struct {
-	// Name is restore_command's %f; Dest its %p made absolute.
-	Name string `json:"name"`
-	Dest string `json:"dest"`
-	// Recovery fetches it from the recovery source's store (a restore's
-	// recovery phase) instead of the Database's own.
-	Recovery bool `json:"recovery,omitempty"`
-}
-
-// BackupRequest asks the sidecar for a base backup.
-type BackupRequest struct {
-	// Name is the backup's name in the store (barman's --name).
-	Name string `json:"name,omitempty"`
-	// Immediate asks for an immediate checkpoint.
-	Immediate bool `json:"immediate,omitempty"`
-}
-
-// BackupResult is a finished base backup: barman-cloud's record of it.
-type BackupResult struct {
-	ID       string `json:"id"`
-	Name     string `json:"name,omitempty"`
-	BeginWAL string `json:"beginWAL"`
-	EndWAL   string `json:"endWAL"`
-	// BeginLSN and EndLSN are the backup's WAL positions (barman's
-	// begin_xlog, end_xlog).
-	BeginLSN string `json:"beginLSN,omitempty"`
-	EndLSN   string `json:"endLSN,omitempty"`
-	// Timeline is the timeline the backup began on.
-	Timeline int `json:"timeline,omitempty"`
-	// BeginTime and EndTime are as barman-cloud prints them (ctime, in
-	// the server's time zone, UTC in the sidecar).
-	BeginTime string `json:"beginTime"`
-	EndTime   string `json:"endTime"`
-	// Size is the data's size in bytes, as barman-cloud measured it.
-	Size int64 `json:"size,omitempty"`
-	// Seconds is how long barman-cloud-backup ran.
-	Seconds float64 `json:"seconds"`
-}
-
-// Status is what the sidecar knows of archiving, for the agent's status
-// and the ContinuousArchiving condition: pg_stat_archiver has the counts
-// but not barman-cloud's reason.
-type Status struct {
-	LastArchivedWAL     string    `json:"lastArchivedWAL,omitempty"`
-	LastArchivedTime    time.Time `json:"lastArchivedTime,omitzero"`
-	LastFailedWAL       string    `json:"lastFailedWAL,omitempty"`
-	LastFailedTime      time.Time `json:"lastFailedTime,omitzero"`
-	LastError           string    `json:"lastError,omitempty"`
-	ConsecutiveFailures int       `json:"consecutiveFailures,omitempty"`
-}
-
-// errorResponse is the body of every failed call.
-type errorResponse struct {
-	Error string `json:"error"`
-}
 
 // Server is the sidecar's end: it runs barman-cloud for the archive_command
 // and restore_command of the postgres container, and base backups.
@@ -165,7 +50,7 @@ type Server struct {
 	Log *log.Logger
 
 	mu     sync.Mutex
-	status Status
+	status archiver.Status
 	// restored are the files restore fetched from the Database's own
 	// store, which archive then need not upload again (a standby's
 	// archive_mode always archives what it restored), oldest first.
@@ -214,14 +99,14 @@ func (s *Server) timeout() time.Duration {
 // Handler serves the sidecar's API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+PathArchive, s.archive)
-	mux.HandleFunc("POST "+PathRestore, s.restore)
-	mux.HandleFunc("POST "+PathBackup, s.backup)
-	mux.HandleFunc("POST "+PathCheckArchive, s.checkArchive)
-	mux.HandleFunc("GET "+PathRecoveryBackups, s.recoveryBackups)
-	mux.HandleFunc("POST "+PathRecoveryRestore, s.recoveryRestore)
-	mux.HandleFunc("POST "+PathRetention, s.retention)
-	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST "+archiver.PathArchive, s.archive)
+	mux.HandleFunc("POST "+archiver.PathRestore, s.restore)
+	mux.HandleFunc("POST "+archiver.PathBackup, s.backup)
+	mux.HandleFunc("POST "+archiver.PathCheckArchive, s.checkArchive)
+	mux.HandleFunc("GET "+archiver.PathRecoveryBackups, s.recoveryBackups)
+	mux.HandleFunc("POST "+archiver.PathRecoveryRestore, s.recoveryRestore)
+	mux.HandleFunc("POST "+archiver.PathRetention, s.retention)
+	mux.HandleFunc("GET "+archiver.PathStatus, func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
 		st := s.status
 		s.mu.Unlock()
@@ -282,14 +167,14 @@ func (s *Server) CheckTools(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := s.run(ctx, []string{CommandWALArchive, "--help"})
+	out, err := s.run(ctx, []string{archiver.CommandWALArchive, "--help"})
 	if err != nil {
 		return fmt.Errorf("asking barman-cloud for its options: %w", err)
 	}
 	if !bytes.Contains(out, []byte(OptionSSEKMSKeyID)) {
 		return fmt.Errorf("spec.backup.kmsKeyID needs barman-cloud 3.5 or newer (its %s option), and the backup image's %s has no such option: "+
 			"run the operator with a --backup-image of barman-cloud 3.5 or newer, or remove kmsKeyID to encrypt with the AWS managed key (aws/s3)",
-			OptionSSEKMSKeyID, CommandWALArchive)
+			OptionSSEKMSKeyID, archiver.CommandWALArchive)
 	}
 	return nil
 }
@@ -319,16 +204,16 @@ var errNoStore = errors.New("this Database has no spec.backup: there is no store
 
 func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	if !s.hasStore() {
-		writeJSON(w, http.StatusConflict, errorResponse{errNoStore.Error()})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: errNoStore.Error()})
 		return
 	}
-	var req ArchiveRequest
+	var req archiver.ArchiveRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	path, err := ArchivePath(s.PGData, s.PGData, req.Path)
+	path, err := archiver.ArchivePath(s.PGData, s.PGData, req.Path)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadRequest, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	name := filepath.Base(path)
@@ -359,7 +244,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if err != nil {
 		s.logf("archiving %s failed after %s: %v", name, time.Since(start).Round(time.Millisecond), err)
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	s.logf("archived %s in %s", name, time.Since(start).Round(time.Millisecond))
@@ -367,24 +252,24 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
-	var req RestoreRequest
+	var req archiver.RestoreRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
-	dest, err := RestorePath(s.PGData, s.PGData, req.Name, req.Dest)
+	dest, err := archiver.RestorePath(s.PGData, s.PGData, req.Name, req.Dest)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadRequest, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	store, env := s.Store, s.Env
 	if req.Recovery {
 		if s.Recovery == nil {
-			writeJSON(w, http.StatusConflict, errorResponse{"no recovery source is configured"})
+			writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: "no recovery source is configured"})
 			return
 		}
 		store, env = *s.Recovery, s.RecoveryEnv
 	} else if !s.hasStore() {
-		writeJSON(w, http.StatusConflict, errorResponse{errNoStore.Error()})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: errNoStore.Error()})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
@@ -395,11 +280,11 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 			// Recovery asks for files past the end of the archive (the
 			// next segment, a later timeline's history) all the time:
 			// an answer, not a failure worth a log line.
-			writeJSON(w, http.StatusNotFound, errorResponse{fmt.Sprintf("%s is not in the archive", req.Name)})
+			writeJSON(w, http.StatusNotFound, archiver.ErrorResponse{Error: fmt.Sprintf("%s is not in the archive", req.Name)})
 			return
 		}
 		s.logf("restoring %s: %v", req.Name, err)
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	if !req.Recovery {
@@ -411,23 +296,23 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 	if !s.hasStore() {
-		writeJSON(w, http.StatusConflict, errorResponse{errNoStore.Error()})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: errNoStore.Error()})
 		return
 	}
-	var req BackupRequest
+	var req archiver.BackupRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	start := time.Now()
 	if _, err := s.run(r.Context(), s.Store.Backup(req.Name, s.Conn, req.Immediate)); err != nil {
 		s.logf("backup %q failed: %v", req.Name, err)
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	took := time.Since(start)
 	res, err := s.lastBackup(r.Context(), req.Name)
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	res.Seconds = took.Seconds()
@@ -446,7 +331,7 @@ func (s *Server) checkArchive(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	if _, err := s.run(ctx, s.Store.CheckWALArchive(0)); err != nil {
-		writeJSON(w, http.StatusConflict, errorResponse{fmt.Sprintf("the WAL archive %s/%s is not empty, or cannot be read: %v", s.Store.Destination, s.Store.ServerName, err)})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: fmt.Sprintf("the WAL archive %s/%s is not empty, or cannot be read: %v", s.Store.Destination, s.Store.ServerName, err)})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -456,19 +341,19 @@ func (s *Server) checkArchive(w http.ResponseWriter, r *http.Request) {
 // first.
 func (s *Server) recoveryBackups(w http.ResponseWriter, r *http.Request) {
 	if s.Recovery == nil {
-		writeJSON(w, http.StatusConflict, errorResponse{"no recovery source is configured"})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: "no recovery source is configured"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.timeout())
 	defer cancel()
 	out, err := s.runEnv(ctx, s.RecoveryEnv, s.Recovery.BackupList())
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	list, err := ParseBackupList(out)
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, list)
@@ -478,27 +363,27 @@ func (s *Server) recoveryBackups(w http.ResponseWriter, r *http.Request) {
 // RestoreDir (emptied first: the remains of an interrupted download).
 func (s *Server) recoveryRestore(w http.ResponseWriter, r *http.Request) {
 	if s.Recovery == nil {
-		writeJSON(w, http.StatusConflict, errorResponse{"no recovery source is configured"})
+		writeJSON(w, http.StatusConflict, archiver.ErrorResponse{Error: "no recovery source is configured"})
 		return
 	}
-	var req RecoveryRestoreRequest
+	var req archiver.RecoveryRestoreRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	if !backupIDPattern.MatchString(req.BackupID) {
-		writeJSON(w, http.StatusBadRequest, errorResponse{fmt.Sprintf("backup id %q: want barman's YYYYMMDDTHHMMSS", req.BackupID)})
+		writeJSON(w, http.StatusBadRequest, archiver.ErrorResponse{Error: fmt.Sprintf("backup id %q: want barman's YYYYMMDDTHHMMSS", req.BackupID)})
 		return
 	}
-	dir := RestoreDir(s.PGData)
+	dir := archiver.RestoreDir(s.PGData)
 	if err := os.RemoveAll(dir); err != nil {
-		writeJSON(w, http.StatusInternalServerError, errorResponse{err.Error()})
+		writeJSON(w, http.StatusInternalServerError, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	start := time.Now()
 	if _, err := s.runEnv(r.Context(), s.RecoveryEnv, s.Recovery.Restore(req.BackupID, dir)); err != nil {
 		_ = os.RemoveAll(dir)
 		s.logf("restoring backup %s failed: %v", req.BackupID, err)
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	s.logf("restored backup %s of %s/%s into %s in %s", req.BackupID, s.Recovery.Destination, s.Recovery.ServerName, dir, time.Since(start).Round(time.Millisecond))
@@ -511,55 +396,55 @@ var backupIDPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}$`)
 // retention deletes what a retention policy no longer keeps and answers
 // with the backups that remain, oldest first.
 func (s *Server) retention(w http.ResponseWriter, r *http.Request) {
-	var req RetentionRequest
+	var req archiver.RetentionRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
 	policy, err := req.Policy()
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadRequest, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	if _, err := s.run(r.Context(), s.Store.DeleteByRetention(policy)); err != nil {
 		s.logf("retention %q failed: %v", policy, err)
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	out, err := s.run(r.Context(), s.Store.BackupList())
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	backups, err := ParseBackupList(out)
 	if err != nil {
-		writeJSON(w, http.StatusBadGateway, errorResponse{err.Error()})
+		writeJSON(w, http.StatusBadGateway, archiver.ErrorResponse{Error: err.Error()})
 		return
 	}
 	s.logf("retention %q applied: %d backups remain", policy, len(backups))
-	writeJSON(w, http.StatusOK, RetentionResult{Backups: backups})
+	writeJSON(w, http.StatusOK, archiver.RetentionResult{Backups: backups})
 }
 
 // lastBackup finds the backup named name, or the newest one, in the store.
-func (s *Server) lastBackup(ctx context.Context, name string) (BackupResult, error) {
+func (s *Server) lastBackup(ctx context.Context, name string) (archiver.BackupResult, error) {
 	out, err := s.run(ctx, s.Store.BackupList())
 	if err != nil {
-		return BackupResult{}, err
+		return archiver.BackupResult{}, err
 	}
 	backups, err := ParseBackupList(out)
 	if err != nil {
-		return BackupResult{}, err
+		return archiver.BackupResult{}, err
 	}
 	for i := len(backups) - 1; i >= 0; i-- {
 		if name == "" || backups[i].Name == name {
 			return backups[i], nil
 		}
 	}
-	return BackupResult{}, fmt.Errorf("no backup named %q in the store's list", name)
+	return archiver.BackupResult{}, fmt.Errorf("no backup named %q in the store's list", name)
 }
 
 // ParseBackupList parses barman-cloud-backup-list --format json, oldest
 // first.
-func ParseBackupList(out []byte) ([]BackupResult, error) {
+func ParseBackupList(out []byte) ([]archiver.BackupResult, error) {
 	var list struct {
 		Backups []struct {
 			ID        string `json:"backup_id"`
@@ -576,33 +461,17 @@ func ParseBackupList(out []byte) ([]BackupResult, error) {
 		} `json:"backups_list"`
 	}
 	if err := json.Unmarshal(out, &list); err != nil {
-		return nil, fmt.Errorf("parsing %s's output: %w", CommandBackupList, err)
+		return nil, fmt.Errorf("parsing %s's output: %w", archiver.CommandBackupList, err)
 	}
-	var res []BackupResult
+	var res []archiver.BackupResult
 	for _, b := range list.Backups {
 		if b.Status != "DONE" {
 			continue
 		}
-		res = append(res, BackupResult{ID: b.ID, Name: b.Name, BeginWAL: b.BeginWAL, EndWAL: b.EndWAL,
+		res = append(res, archiver.BackupResult{ID: b.ID, Name: b.Name, BeginWAL: b.BeginWAL, EndWAL: b.EndWAL,
 			BeginLSN: b.BeginLSN, EndLSN: b.EndLSN, Timeline: b.Timeline, BeginTime: b.BeginTime, EndTime: b.EndTime, Size: b.Size})
 	}
 	return res, nil
-}
-
-// timeLayouts are the ways barman-cloud-backup-list prints a time: ctime
-// in its JSON (the server's time zone, UTC in the sidecar, not printed),
-// ISO with a zone in other versions.
-var timeLayouts = []string{time.ANSIC, "2006-01-02 15:04:05.999999-07:00", "2006-01-02 15:04:05-07:00", time.RFC3339Nano}
-
-// ParseTime parses a BackupResult's BeginTime or EndTime; a time without
-// a zone is UTC.
-func ParseTime(s string) (time.Time, bool) {
-	for _, layout := range timeLayouts {
-		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
-			return t.UTC(), true
-		}
-	}
-	return time.Time{}, false
 }
 
 // run runs a barman-cloud command and returns its standard output; a
@@ -645,7 +514,7 @@ func lastLines(s string, n int) string {
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorResponse{fmt.Sprintf("decoding the request: %v", err)})
+		writeJSON(w, http.StatusBadRequest, archiver.ErrorResponse{Error: fmt.Sprintf("decoding the request: %v", err)})
 		return false
 	}
 	return true

@@ -1,4 +1,4 @@
-package archiver_test
+package sidecar_test
 
 import (
 	"context"
