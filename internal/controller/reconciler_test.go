@@ -174,9 +174,10 @@ func TestReconciler(t *testing.T) {
 	})
 
 	t.Run("observedGeneration follows a spec change", func(t *testing.T) {
-		got := f.database(key)
-		got.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
-		if err := f.client.Update(ctx, got); err != nil {
+		got, err := f.editDatabase(key, func(got *dbv1.Database) {
+			got.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		generation := got.Generation
@@ -307,9 +308,7 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Get(ctx, key, before); err != nil {
 			t.Fatal(err)
 		}
-		got := f.database(key)
-		got.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
-		if err := f.client.Update(ctx, got); err != nil {
+		if _, err := f.editDatabase(key, func(got *dbv1.Database) { got.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi")) }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("the new generation observed", func() string {
@@ -358,9 +357,8 @@ func TestReconciler(t *testing.T) {
 		if err := f.client.Update(ctx, secret, client.FieldOwner("kubectl-edit")); err != nil {
 			t.Fatal(err)
 		}
-		got := f.database(key)
-		got.Spec.Port = ptr.To[int32](6432) // changes the Secret's port and uri
-		if err := f.client.Update(ctx, got); err != nil {
+		// A new port changes the Secret's port and uri.
+		if _, err := f.editDatabase(key, func(got *dbv1.Database) { got.Spec.Port = ptr.To[int32](6432) }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("the Secret to follow the port", func() string {

@@ -113,9 +113,8 @@ func TestSecretsOfADatabaseFromAnEarlierRelease(t *testing.T) {
 	t.Run("the instance Secret's values survive a restart and a spec change; a deleted key alone is made again", func(t *testing.T) {
 		before := maps.Clone(inst.Data)
 		f.startManager(controller.Options{})
-		got := f.database(client.ObjectKeyFromObject(db))
-		got.Spec.Port = ptr.To[int32](6432) // changes the credentials Secret and the StatefulSet
-		if err := f.client.Update(ctx, got); err != nil {
+		// A new port changes the credentials Secret and the StatefulSet.
+		if _, err := f.editDatabase(client.ObjectKeyFromObject(db), func(got *dbv1.Database) { got.Spec.Port = ptr.To[int32](6432) }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("the credentials Secret to follow the port", func() string {

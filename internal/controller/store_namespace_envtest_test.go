@@ -58,9 +58,7 @@ func TestStoreOutsideNamespace(t *testing.T) {
 		noStatefulSet(key)
 	})
 	t.Run("once the path is the namespace's, the pods are built", func(t *testing.T) {
-		got := f.database(key)
-		got.Spec.Backup.ObjectStore.Path = ns + "/orders"
-		if err := f.client.Update(ctx, got); err != nil {
+		if _, err := f.editDatabase(key, func(got *dbv1.Database) { got.Spec.Backup.ObjectStore.Path = ns + "/orders" }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("the StatefulSet", func() string {

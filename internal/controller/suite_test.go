@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -296,6 +297,22 @@ func (f *env) database(key client.ObjectKey) *dbv1.Database {
 		f.t.Fatal(err)
 	}
 	return db
+}
+
+// editDatabase applies edit to the Database as last read and updates it,
+// again on a conflict: the controller writes the Database too (its
+// finalizers, its annotations), and an Update of a copy read before that
+// write is refused. It returns the Database as updated.
+func (f *env) editDatabase(key client.ObjectKey, edit func(*dbv1.Database)) (*dbv1.Database, error) {
+	db := &dbv1.Database{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := f.client.Get(context.Background(), key, db); err != nil {
+			return err
+		}
+		edit(db)
+		return f.client.Update(context.Background(), db)
+	})
+	return db, err
 }
 
 // reconciles returns how many reconciles of Databases the managers of this

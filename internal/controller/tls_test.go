@@ -167,9 +167,7 @@ func TestManagedTLS(t *testing.T) {
 	})
 
 	t.Run("scaling 1 to 3 issues a certificate with the new pods' names", func(t *testing.T) {
-		got := f.database(key)
-		got.Spec.Replicas = ptr.To[int32](3)
-		if err := f.client.Update(ctx, got); err != nil {
+		if _, err := f.editDatabase(key, func(got *dbv1.Database) { got.Spec.Replicas = ptr.To[int32](3) }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("a certificate for 3 pods", func() string {
@@ -420,9 +418,7 @@ func TestIssuerTLS(t *testing.T) {
 	})
 
 	t.Run("without the issuer, the Certificate goes and dbkeeper's CA issues the certificate", func(t *testing.T) {
-		got := f.database(key)
-		got.Spec.TLS = nil
-		if err := f.client.Update(ctx, got); err != nil {
+		if _, err := f.editDatabase(key, func(got *dbv1.Database) { got.Spec.TLS = nil }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventually("billing-tls from billing-ca, the Certificate gone", func() string {
