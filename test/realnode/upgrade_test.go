@@ -153,7 +153,9 @@ func (s *suite) testUpgrade(t subtest) {
 		t.Fatal(err)
 	}
 	newManager := s.managerOptions(s.env.Binary, s.env.Cluster.InstanceImage(), s.logFile)
-	s.restartManager(t, s.managerOptions(rel.manager, rel.instanceImage, filepath.Join(s.runDir, "manager-previous.log")))
+	previous := s.managerOptions(rel.manager, rel.instanceImage, filepath.Join(s.runDir, "manager-previous.log"))
+	previous.PreviousRelease = true
+	s.restartManager(t, previous)
 	upgraded := false
 	// Whatever happens, the rest of the suite runs this release.
 	defer func() {

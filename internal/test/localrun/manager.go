@@ -66,6 +66,11 @@ type ManagerOptions struct {
 	// StartManager creates when it is missing: a manager outside the
 	// cluster has no namespace of its own.
 	AgentKeysNamespace string
+	// PreviousRelease marks Binary as the release before this one (the
+	// real node's upgrade scenario), which has no --agent-keys-namespace:
+	// its agents' keys are in the instance Secret, where this release
+	// finds and moves them.
+	PreviousRelease bool
 	// Args are extra flags.
 	Args []string
 	// Output, when set, also receives the manager's output.
@@ -171,6 +176,9 @@ func managerArgs(opts ManagerOptions) ([]string, error) {
 	}
 	if opts.AgentUnreachable != "" {
 		args = append(args, "--agent-unreachable-cidrs="+opts.AgentUnreachable)
+	}
+	if opts.PreviousRelease {
+		return args, nil
 	}
 	return append(args, "--agent-keys-namespace="+cmp.Or(opts.AgentKeysNamespace, AgentKeysNamespace)), nil
 }
