@@ -155,14 +155,16 @@ func (s *suite) testUpgrade(t subtest) {
 	newManager := s.managerOptions(s.env.Binary, s.env.Cluster.InstanceImage(), s.logFile)
 	previous := s.managerOptions(rel.manager, rel.instanceImage, filepath.Join(s.runDir, "manager-previous.log"))
 	previous.PreviousRelease = true
-	s.restartManager(t, previous)
 	upgraded := false
-	// Whatever happens, the rest of the suite runs this release.
+	// Whatever happens, the rest of the suite runs this release: also when
+	// the previous release's manager does not start (restartManager has
+	// stopped this release's by then).
 	defer func() {
 		if !upgraded {
 			s.restartManager(t, newManager)
 		}
 	}()
+	s.restartManager(t, previous)
 
 	var old map[string]string
 	s.run(t.T, "the previous release makes a replicated Database", name, func(t subtest) {
