@@ -462,7 +462,10 @@ func TestCertManager(t *testing.T) {
 		m, err := localrun.StartManager(context.Background(), localrun.ManagerOptions{
 			Binary: e.binary, Kubeconfig: kubeconfig, CertDir: volume.dir, WebhookPort: webhookPort,
 			LogFile: e.mgrLog,
-			Args:    []string{"--leader-elect", "--leader-election-namespace=" + ns.GetName(), "--zap-log-level=info"},
+			// The agents' keys in the manager's own namespace, as in the
+			// cluster: the ServiceAccount may not create a namespace.
+			AgentKeysNamespace: ns.GetName(),
+			Args:               []string{"--leader-elect", "--leader-election-namespace=" + ns.GetName(), "--zap-log-level=info"},
 		})
 		if err != nil {
 			t.Fatal(err)
