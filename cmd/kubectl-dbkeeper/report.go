@@ -117,7 +117,7 @@ func report(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	c.printf("wrote %s: %s of %s/%s, %s; scrubbed %s (%d values of the namespace's %s) from it",
-		*file, plural(len(b.files), "file"), db.Namespace, db.Name, plural(len(b.errors), "thing not collected"),
+		*file, plural(len(b.files), "file"), db.Namespace, db.Name, plural(len(b.errors), "item")+" not collected",
 		plural(redacted, "occurrence"), len(values), plural(len(secrets.Items), "Secret"))
 	return exitReady
 }
