@@ -21,13 +21,8 @@ func backup(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code, ok := c.parse(args, 1, "one Database"); !ok {
 		return code
 	}
-	s, ok := c.connect()
+	s, db, ok := c.connectDatabase()
 	if !ok {
-		return exitError
-	}
-	db, err := s.database(c.fs.Arg(0))
-	if err != nil {
-		c.errorf("%v", err)
 		return exitError
 	}
 	if db.Spec.Backup == nil {
@@ -42,7 +37,7 @@ func backup(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		Spec:       dbv1.BackupSpec{Database: db.Name},
 	}
 	ctx, cancel := s.request()
-	err = s.client.Create(ctx, b)
+	err := s.client.Create(ctx, b)
 	cancel()
 	if err != nil {
 		c.errorf("creating the Backup %s/%s: %v", db.Namespace, *name, err)

@@ -206,6 +206,21 @@ func (s *session) request() (context.Context, context.CancelFunc) {
 }
 
 // database reads the Database name of the session's namespace.
+// connectDatabase connects and reads the Database its first argument
+// names, saying why on stderr when it cannot.
+func (c *command) connectDatabase() (*session, *dbv1.Database, bool) {
+	s, ok := c.connect()
+	if !ok {
+		return nil, nil, false
+	}
+	db, err := s.database(c.fs.Arg(0))
+	if err != nil {
+		c.errorf("%v", err)
+		return nil, nil, false
+	}
+	return s, db, true
+}
+
 func (s *session) database(name string) (*dbv1.Database, error) {
 	ctx, cancel := s.request()
 	defer cancel()

@@ -51,13 +51,8 @@ func psql(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		c.errorf("%s", psqlMissing)
 		return exitError
 	}
-	s, ok := c.connect()
+	s, db, ok := c.connectDatabase()
 	if !ok {
-		return exitError
-	}
-	db, err := s.database(c.fs.Arg(0))
-	if err != nil {
-		c.errorf("%v", err)
 		return exitError
 	}
 	pod, err := psqlPod(db, *ro)

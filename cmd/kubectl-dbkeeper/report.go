@@ -68,20 +68,15 @@ func report(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code, ok := c.parse(args, 1, "one Database"); !ok {
 		return code
 	}
-	s, ok := c.connect()
+	s, db, ok := c.connectDatabase()
 	if !ok {
-		return exitError
-	}
-	db, err := s.database(c.fs.Arg(0))
-	if err != nil {
-		c.errorf("%v", err)
 		return exitError
 	}
 	// The Secrets first: without their values nothing can be scrubbed,
 	// and nothing is written.
 	secrets := &corev1.SecretList{}
 	ctx, cancel := s.request()
-	err = s.client.List(ctx, secrets, client.InNamespace(db.Namespace))
+	err := s.client.List(ctx, secrets, client.InNamespace(db.Namespace))
 	cancel()
 	if err != nil {
 		c.errorf("listing the Secrets of %s, whose values the report scrubs from what it collects: %v (the report needs list on secrets in the namespace; it writes no value of them)", db.Namespace, err)
