@@ -90,9 +90,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 	})
 
 	t.Run("scaled to one replica, the budget is deleted and the Event says so", func(t *testing.T) {
-		latest := f.database(key)
-		latest.Spec.Replicas = ptr.To[int32](1)
-		if err := f.client.Update(ctx, latest); err != nil {
+		if _, err := f.editDatabase(key, func(db *dbv1.Database) { db.Spec.Replicas = ptr.To[int32](1) }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventuallyDeleted("the PodDisruptionBudget", key, &policyv1.PodDisruptionBudget{})

@@ -83,9 +83,7 @@ func TestNetworkPolicy(t *testing.T) {
 	})
 
 	t.Run("networkPolicy None deletes it and the Event says so", func(t *testing.T) {
-		latest := f.database(key)
-		latest.Spec.NetworkPolicy = dbv1.NetworkPolicyNone
-		if err := f.client.Update(ctx, latest); err != nil {
+		if _, err := f.editDatabase(key, func(db *dbv1.Database) { db.Spec.NetworkPolicy = dbv1.NetworkPolicyNone }); err != nil {
 			t.Fatal(err)
 		}
 		f.eventuallyDeleted("the NetworkPolicy", key, &networkingv1.NetworkPolicy{})

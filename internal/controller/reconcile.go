@@ -130,6 +130,11 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 	if s.obs.networkPolicy = r.reconcileNetworkPolicy(ctx, s); s.obs.networkPolicy.err != nil {
 		return s.obs.networkPolicy.err
 	}
+	// Before the rollout's partition, which waits on each pod in turn.
+	var err error
+	if s.obs.pods, err = r.observePods(ctx, s); err != nil {
+		return err
+	}
 	r.holdRollout(ctx, s)
 	if err := r.checkBackupStore(ctx, s); err != nil || s.obs.storeBlocked != nil {
 		return err
@@ -144,10 +149,6 @@ func (r *DatabaseReconciler) reconcileChildren(ctx context.Context, s *scope) er
 		// No StatefulSet of the Database's, and none made while a name
 		// is taken: nothing runs to drive or protect.
 		return nil
-	}
-	var err error
-	if s.obs.pods, err = r.observePods(ctx, s); err != nil {
-		return err
 	}
 	if err := r.migrateCredentials(ctx, s); err != nil {
 		return err

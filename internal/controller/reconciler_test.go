@@ -213,10 +213,8 @@ func TestReconciler(t *testing.T) {
 		// Ready was written by the last reconcile, after its writes to
 		// children: none is under way.
 		f.counter.reset()
-		got := f.database(key)
-		got.Annotations = map[string]string{"example.com/touched": "1"}
 		since := f.reconciles()
-		if err := f.client.Update(ctx, got); err != nil {
+		if _, err := f.editDatabase(key, func(db *dbv1.Database) { db.Annotations = map[string]string{"example.com/touched": "1"} }); err != nil {
 			t.Fatal(err)
 		}
 		f.awaitReconciles(since, 1)

@@ -56,12 +56,13 @@ func TestRecoverySource(t *testing.T) {
 	// touch makes the controller look again at once, as its 30 s retry would.
 	touch := func() {
 		t.Helper()
-		got := f.database(key)
-		if got.Annotations == nil {
-			got.Annotations = map[string]string{}
-		}
-		got.Annotations["test.dbkeeper.io/touch"] = got.ResourceVersion
-		if err := f.client.Update(ctx, got); err != nil {
+		_, err := f.editDatabase(key, func(db *dbv1.Database) {
+			if db.Annotations == nil {
+				db.Annotations = map[string]string{}
+			}
+			db.Annotations["test.dbkeeper.io/touch"] = db.ResourceVersion
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -608,28 +609,60 @@ func TestRolloutPartition(t *testing.T) {
 	sts := func(current, update string, updated int32) *appsv1.StatefulSet {
 		return &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{CurrentRevision: current, UpdateRevision: update, UpdatedReplicas: updated}}
 	}
+	// pods returns orders-0, -1 and -2 at the revisions given, ready
+	// unless the revision ends in "?" (not ready) or "x" (being deleted).
+	pods := func(revisions ...string) []corev1.Pod {
+		out := make([]corev1.Pod, 0, len(revisions))
+		for i, rev := range revisions {
+			status := corev1.ConditionTrue
+			pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("orders-%d", i)}}
+			switch {
+			case strings.HasSuffix(rev, "?"):
+				status = corev1.ConditionFalse
+			case strings.HasSuffix(rev, "x"):
+				pod.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+			}
+			pod.Labels = map[string]string{appsv1.ControllerRevisionHashLabelKey: strings.TrimRight(rev, "?x")}
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+			out = append(out, pod)
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(db *dbv1.Database)
 		live   *appsv1.StatefulSet
+		pods   []corev1.Pod
 		want   int32
 	}{
-		{"the primary on ordinal 0: nothing held, a RollingUpdate restarts it last",
-			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 0), 0},
+		{"nothing under way, the primary on ordinal 0: a change starts at the highest ordinal",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "a", 3), pods("a", "a", "a"), 2},
 		{"the primary elsewhere, ordinal 0 a ready standby: every pod held",
-			func(db *dbv1.Database) {}, sts("a", "a", 3), 3},
+			func(db *dbv1.Database) {}, sts("a", "a", 3), pods("a", "a", "a"), 3},
 		{"the primary elsewhere and a change not started: held until the switchover",
-			func(db *dbv1.Database) {}, sts("a", "b", 0), 3},
+			func(db *dbv1.Database) {}, sts("a", "b", 0), pods("a", "a", "a"), 3},
+		{"the switchover done, a change not started: the highest ordinal first",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 0), pods("a", "a", "a"), 2},
+		{"the highest ordinal restarting: the others wait",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 1), pods("a", "a", "b?"), 2},
+		{"the highest ordinal ready on the new revision: the next one",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 1), pods("a?", "a", "b"), 1},
+		{"a standby below not ready is not restarted out of its turn",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 1), pods("a?", "a?", "b?"), 2},
+		{"every standby ready on the new revision: the primary last",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 2), pods("a", "b", "b"), 0},
+		{"a pod on the new revision being deleted counts as not done",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("a", "b", 2), pods("a", "b", "bx"), 2},
 		{"a change under way is never held again",
-			func(db *dbv1.Database) {}, sts("a", "b", 1), 0},
+			func(db *dbv1.Database) {}, sts("a", "b", 1), pods("a", "a", "b"), 1},
 		{"ordinal 0 not ready: nothing held, the primary restarts in its turn",
-			func(db *dbv1.Database) { db.Status.Instances = ready("orders-1", "orders-2") }, sts("a", "b", 0), 0},
+			func(db *dbv1.Database) { db.Status.Instances = ready("orders-1", "orders-2") }, sts("a", "b", 0), pods("a", "a", "a"), 2},
 		{"spec.primary keeps the primary elsewhere: nothing held",
-			func(db *dbv1.Database) { db.Spec.Primary = "orders-1" }, sts("a", "b", 0), 0},
-		{"no StatefulSet yet: nothing held",
-			func(db *dbv1.Database) {}, nil, 0},
+			func(db *dbv1.Database) { db.Spec.Primary = "orders-1" }, sts("a", "b", 0), pods("a", "a", "a"), 2},
+		{"no StatefulSet yet: created with the highest ordinal the first to change",
+			func(db *dbv1.Database) { db.Status = dbv1.DatabaseStatus{} }, nil, nil, 2},
 		{"mysql: nothing held",
-			func(db *dbv1.Database) { db.Spec.Engine = dbv1.EngineMySQL }, sts("a", "b", 0), 0},
+			func(db *dbv1.Database) { db.Spec.Engine = dbv1.EngineMySQL }, sts("a", "b", 0), nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := fixture.Defaulted(fixture.Database("orders"))
@@ -637,7 +670,7 @@ func TestRolloutPartition(t *testing.T) {
 			db.Status.CurrentPrimary = "orders-1"
 			db.Status.Instances = ready("orders-0", "orders-1", "orders-2")
 			tc.mutate(db)
-			if got := rolloutPartition(db, tc.live); got != tc.want {
+			if got := rolloutPartition(db, tc.live, tc.pods); got != tc.want {
 				t.Errorf("partition = %d, want %d", got, tc.want)
 			}
 		})

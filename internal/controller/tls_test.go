@@ -405,12 +405,12 @@ func TestIssuerTLS(t *testing.T) {
 			}
 			return ""
 		})
-		f.eventually("the partition released", func() string {
+		f.eventually("the partition released to the highest ordinal, where a change starts", func() string {
 			sts := &appsv1.StatefulSet{}
 			if err := f.client.Get(ctx, key, sts); err != nil {
 				return err.Error()
 			}
-			if p := sts.Spec.UpdateStrategy.RollingUpdate; p == nil || ptr.Deref(p.Partition, 0) != 0 {
+			if p := sts.Spec.UpdateStrategy.RollingUpdate; p == nil || ptr.Deref(p.Partition, 0) != 1 {
 				return fmt.Sprintf("rolling update %+v", p)
 			}
 			return ""

@@ -29,9 +29,9 @@ type Options struct {
 	// operator's --instance-image; the builders fill in no default.
 	InstanceImage string
 	// Partition is the StatefulSet's rolling update partition: pods with a
-	// lower ordinal keep the current revision. The controller holds a
-	// replicated Database's rolling change with it until the primary is
-	// ordinal 0, which a RollingUpdate restarts last.
+	// lower ordinal keep the current revision. The controller walks it
+	// down one ordinal at a time, holding a rolling change until the
+	// primary is ordinal 0, which it restarts last.
 	Partition int32
 	// WALKeepVolume is the data volume the default bound of a replication
 	// slot's WAL is a quarter of (catalog.DefaultWALKeep): the controller
@@ -143,10 +143,11 @@ var runDirs = map[dbv1.Engine]string{
 // while ordinal 0, a standby with no primary to stream from, is not
 // ready). The StatefulSet of an earlier release, OrderedReady, is
 // recreated once with its pods kept (controller/statefulset.go), since the
-// policy is immutable. The update strategy stays RollingUpdate, whose
-// order (highest ordinal first, one pod at a time, each once the one
-// before is ready) does not depend on the pod management policy
-// (docs/replication.md §17).
+// policy is immutable. The update strategy stays RollingUpdate; its order
+// (highest ordinal first, one pod at a time, the primary last) is kept by
+// the partition the controller walks down (docs/replication.md §17), since
+// under Parallel the StatefulSet controller restarts at once every pod of
+// the old revision that is not ready.
 func StatefulSet(db *dbv1.Database, opts Options) *appsv1ac.StatefulSetApplyConfiguration {
 	info := engineInfo(db)
 
