@@ -940,3 +940,52 @@ func TestAgentRewindsAStandbyThatRefusesToStartPastAFork(t *testing.T) {
 		t.Errorf("db-2's log shows no refused start followed by a rewind from %s", h1)
 	}
 }
+
+// freeze stops ordinal i's server, its postmaster and every process it
+// started, with SIGSTOP, as a server hung on its disk; the returned func
+// (also a cleanup) continues them.
+func (c *cluster) freeze(i int) (thaw func()) {
+	c.t.Helper()
+	pm := c.postmasterPID(i)
+	if pm == 0 {
+		c.t.Fatalf("db-%d has no postmaster.pid", i)
+	}
+	pids := append([]int{pm}, childrenOf(pm)...)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	c.t.Cleanup(thaw)
+	return thaw
+}
+
+// childrenOf lists the processes whose parent is ppid.
+func childrenOf(ppid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		rest := string(data)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

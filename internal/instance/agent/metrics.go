@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -124,8 +125,25 @@ var agentPhases = []instance.Phase{instance.PhaseWaiting, instance.PhaseInitiali
 // are always reported.
 var defaultSections = []string{postgres.SectionReplication, postgres.SectionSlots, postgres.SectionArchiver, postgres.SectionActivity, postgres.SectionDatabases}
 
-// scrapeTimeout bounds one scrape's queries.
+// scrapeTimeout bounds one scrape's queries when the scraper names no
+// timeout of its own.
 const scrapeTimeout = 15 * time.Second
+
+// scrapeBudget is how long one scrape's queries may take: within the
+// timeout Prometheus sends in X-Prometheus-Scrape-Timeout-Seconds (its
+// scrape_timeout, 10 s by default), less a tenth (at least half a second)
+// for writing the answer, and never more than scrapeTimeout. A server that
+// hangs then reads as dbkeeper_up 0, which DbkeeperServerDown fires on,
+// rather than as a failed scrape, which it would not.
+func scrapeBudget(header string) time.Duration {
+	secs, err := strconv.ParseFloat(header, 64)
+	if err != nil || secs <= 0 || math.IsNaN(secs) || math.IsInf(secs, 0) {
+		return scrapeTimeout
+	}
+	limit := time.Duration(secs * float64(time.Second))
+	budget := limit - max(limit/10, 500*time.Millisecond)
+	return min(max(budget, 100*time.Millisecond), scrapeTimeout)
+}
 
 // metricsCollector is the agent's default metrics: its memory, the
 // volume, and the monitoring role's queries.
@@ -209,9 +227,22 @@ func (a *Agent) metricsSnapshot(now time.Time) metricsSnapshot {
 }
 
 // Collect implements prometheus.Collector.
-func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch, scrapeTimeout) }
+
+// boundedCollector is the collector of one scrape, whose queries have
+// budget (scrapeBudget).
+type boundedCollector struct {
+	*metricsCollector
+	budget time.Duration
+}
+
+// Collect implements prometheus.Collector.
+func (b boundedCollector) Collect(ch chan<- prometheus.Metric) { b.collect(ch, b.budget) }
+
+// collect sends the metrics, its queries bounded by budget.
+func (c *metricsCollector) collect(ch chan<- prometheus.Metric, budget time.Duration) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	emit := func(name string, v float64, labels ...string) {
 		d := c.descs[name]
@@ -425,13 +456,8 @@ func (a *Agent) serveMetrics(ctx context.Context) {
 	}
 	mon := postgres.NewMonitorDB(a.cfg.SocketDir, a.cfg.Port)
 	defer mon.Close()
-	reg := prometheus.NewRegistry()
-	custom := newCustomQueries(a.cfg.CustomQueriesDir, a.logf)
-	reg.MustRegister(newMetricsCollector(a, mon, custom))
 	mux := http.NewServeMux()
-	mux.Handle("GET "+instance.PathMetrics, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError, ErrorLog: metricsErrorLog{a}, MaxRequestsInFlight: 2,
-	}))
+	mux.Handle("GET "+instance.PathMetrics, metricsHandler(newMetricsCollector(a, mon, newCustomQueries(a.cfg.CustomQueriesDir, a.logf)), metricsErrorLog{a}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -443,6 +469,25 @@ func (a *Agent) serveMetrics(ctx context.Context) {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		a.logf("error: serving the metrics: %v", err)
 	}
+}
+
+// metricsHandler serves c's metrics, two scrapes at a time at most, each
+// with its queries bounded by the scraper's timeout (scrapeBudget): a
+// registry per scrape carries it, since a collector sees no request.
+func metricsHandler(c *metricsCollector, log promhttp.Logger) http.Handler {
+	inFlight := make(chan struct{}, 2)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
+		default:
+			http.Error(w, "too many scrapes in flight", http.StatusServiceUnavailable)
+			return
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(boundedCollector{c, scrapeBudget(r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"))})
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: log}).ServeHTTP(w, r)
+	})
 }
 
 // metricsErrorLog logs promhttp's errors (a custom query's duplicate

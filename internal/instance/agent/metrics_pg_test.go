@@ -75,8 +75,19 @@ func (f *metricsSidecar) serve(t *testing.T, sock string) {
 // scrape reads ordinal i's metrics as Prometheus does: plain HTTP, no
 // certificate.
 func (c *cluster) scrape(i int) (map[string]*dto.MetricFamily, error) {
-	hc := &http.Client{Timeout: 20 * time.Second}
-	resp, err := hc.Get("http://" + net.JoinHostPort(c.ip(i), strconv.Itoa(instance.MetricsPort)) + instance.PathMetrics)
+	return c.scrapeWithin(i, 20*time.Second)
+}
+
+// scrapeWithin scrapes as a Prometheus whose scrape_timeout is timeout: it
+// names it in X-Prometheus-Scrape-Timeout-Seconds and gives up after it.
+func (c *cluster) scrapeWithin(i int, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
+	hc := &http.Client{Timeout: timeout}
+	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(c.ip(i), strconv.Itoa(instance.MetricsPort))+instance.PathMetrics, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +364,24 @@ func TestAgentMetricsWithPostgreSQL(t *testing.T) {
 			t.Errorf("dbkeeper_monitor logged in over TCP with password %q", password)
 		}
 	}
+
+	// A hung server (every process stopped, as on a stuck disk): the
+	// agent answers within Prometheus's scrape timeout that it is down,
+	// so that DbkeeperServerDown fires instead of the scrape failing.
+	thaw := c.freeze(1)
+	m, err := c.scrapeWithin(1, 3*time.Second)
+	if err != nil {
+		t.Errorf("scraping db-1 with its server hung, within a scrape timeout of 3 s: %v", err)
+	} else if v := value(m, "dbkeeper_up"); v != 0 {
+		t.Errorf("dbkeeper_up of db-1 with its server hung = %v, want 0", v)
+	}
+	thaw()
+	c.waitFor("db-1's server to answer its metrics again", 30*time.Second, func() error {
+		if v := value(c.mustScrape(1), "dbkeeper_up"); v != 1 {
+			return fmt.Errorf("dbkeeper_up %v", v)
+		}
+		return nil
+	})
 
 	// A fenced standby: its server down, the agent says so.
 	c.apply(1, instance.Spec{Role: instance.RoleFenced, Term: 1})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -292,5 +293,25 @@ func TestCustomQueriesReload(t *testing.T) {
 	}
 	if n, bad := newCustomQueries(filepath.Join(dir, "missing"), t.Logf).reload(); n != 0 || bad {
 		t.Errorf("a missing directory: %d queries, error %v", n, bad)
+	}
+}
+
+func TestScrapeBudget(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", scrapeTimeout},
+		{"10", 9 * time.Second},
+		{"3", 2500 * time.Millisecond},
+		{"0.5", 100 * time.Millisecond},
+		{"60", scrapeTimeout},
+		{"-1", scrapeTimeout},
+		{"NaN", scrapeTimeout},
+		{"ten", scrapeTimeout},
+	} {
+		if got := scrapeBudget(tc.header); got != tc.want {
+			t.Errorf("scrapeBudget(%q) = %v, want %v", tc.header, got, tc.want)
+		}
 	}
 }
