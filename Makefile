@@ -32,12 +32,6 @@ export DBKEEPER_NODE_TOOLS := $(NODE_TOOLS_DIR)
 BACKUP_TOOLS_DIR ?= $(CACHE_DIR)/backup
 export DBKEEPER_BACKUP_TOOLS := $(BACKUP_TOOLS_DIR)
 
-# The binaries the monitoring tests need (promtool, which unit-tests the alert
-# rules of config/prometheus), built from hack/prometheus and cached the same
-# way.
-MONITORING_TOOLS_DIR ?= $(CACHE_DIR)/monitoring
-export DBKEEPER_MONITORING_TOOLS := $(MONITORING_TOOLS_DIR)
-
 # The engine images the tests run on a real node (and its pause image), built
 # here with no registry into ENGINE_IMAGES_DIR and listed in its images.txt.
 ENGINE_IMAGES_DIR ?= $(CACHE_DIR)/images
@@ -103,7 +97,7 @@ lint: ## Run golangci-lint (config: .golangci.yml).
 # (hack/setup.sh): the Debian packages when any is missing (as root;
 # otherwise it prints the command), then each cache's missing binaries and
 # images, each step timed.
-SETUP_TEST ?= host-packages k8s-tools cert-manager-tools node-tools backup-tools monitoring-tools engine-images
+SETUP_TEST ?= host-packages k8s-tools cert-manager-tools node-tools backup-tools engine-images
 SETUP_REAL_NODE ?= host-packages k8s-tools node-tools backup-tools engine-images
 
 .PHONY: setup
@@ -244,10 +238,6 @@ node-tools: ## Build the real node's kubelet, kube-proxy, containerd, ctr, CoreD
 .PHONY: backup-tools
 backup-tools: ## Build versitygw, the S3-compatible object store backups are tested against, into the cache if missing (cold: under a minute).
 	hack/backup-tools.sh "$(BACKUP_TOOLS_DIR)"
-
-.PHONY: monitoring-tools
-monitoring-tools: ## Build promtool, which unit-tests the alert rules of config/prometheus, into the cache if missing (cold: about 10 minutes).
-	hack/monitoring-tools.sh "$(MONITORING_TOOLS_DIR)"
 
 .PHONY: k8s-tools
 k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (cold: about 13 minutes).

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# go-tools.sh: build_go_tools, sourced by hack/backup-tools.sh and
-# hack/monitoring-tools.sh, builds Go binaries from wrapper modules under
+# go-tools.sh: build_go_tools, sourced by hack/backup-tools.sh, builds Go
+# binaries from wrapper modules under
 # hack/ into a cache directory, each only when the version of its module
 # differs from the one recorded beside it (DIR/.NAME.version).
 

@@ -20,6 +20,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/test/fixture"
 	"github.com/dbkeeper/dbkeeper/internal/test/metricsdoc"
+	"github.com/dbkeeper/dbkeeper/internal/test/promrun"
 )
 
 // root is the module's directory.
@@ -36,23 +37,14 @@ var (
 	dashboard      = filepath.Join("config", "grafana", "dbkeeper.json")
 )
 
-// promtool returns the promtool `make monitoring-tools` built:
-// $DBKEEPER_MONITORING_TOOLS/promtool, else <user cache>/dbkeeper/monitoring/promtool.
-// The test is skipped, naming the make target, when it is not there.
+// promtool returns the promtool of Debian's prometheus package, the
+// release of the Prometheus that fires the rules on the real node. The
+// test is skipped, naming the make target, when it is not installed.
 func promtool(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("DBKEEPER_MONITORING_TOOLS")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "dbkeeper", "monitoring")
-	}
-	p := filepath.Join(dir, "promtool")
-	if st, err := os.Stat(p); err != nil || st.Mode()&0o111 == 0 {
-		t.Skipf("promtool is not built (%s is missing): run `make monitoring-tools`", p)
+	p, err := promrun.FindPromtool()
+	if err != nil {
+		t.Skip(err)
 	}
 	return p
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/instance"
 	"github.com/dbkeeper/dbkeeper/internal/leakscan"
 	"github.com/dbkeeper/dbkeeper/internal/test/metricsdoc"
+	"github.com/dbkeeper/dbkeeper/internal/test/promrun"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
@@ -369,9 +370,9 @@ func metricValue(mfs map[string]*dto.MetricFamily, name string, want ...string) 
 // at the end, and firing must, once for each pod whose series make it.
 func (s *suite) alertTest(t subtest, scrapes map[string]map[string]*dto.MetricFamily, firing string) {
 	t.Helper()
-	promtool := filepath.Join(monitoringTools(), "promtool")
-	if _, err := os.Stat(promtool); err != nil {
-		t.Fatalf("promtool is not built: run `make monitoring-tools` (%v)", err)
+	promtool, err := promrun.FindPromtool()
+	if err != nil {
+		t.Fatal(err)
 	}
 	var series []map[string]string
 	pods := make([]string, 0, len(scrapes))
@@ -460,19 +461,6 @@ func (s *suite) alertTest(t subtest, scrapes map[string]map[string]*dto.MetricFa
 	if err := cmd.Run(); err == nil || !strings.Contains(stdout.String(), "alertname: "+firing) {
 		t.Errorf("%s does not fire over the live series: %v\n%s", firing, err, stdout.String())
 	}
-}
-
-// monitoringTools is where make monitoring-tools puts promtool.
-func monitoringTools() string {
-	if d := os.Getenv("DBKEEPER_MONITORING_TOOLS"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "dbkeeper", "monitoring")
 }
 
 // untarBundle returns the files of kubectl dbkeeper report's bundle.

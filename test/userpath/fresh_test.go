@@ -83,7 +83,7 @@ func newFreshMachine(t *testing.T, uid int, aptUpdate string) *freshMachine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm := []string{testenv.BinDir(), devcluster.DefaultNodeBinDir(), objectstore.BinDir(), monitoringBinDir(), e2eharness.RequireCertManager(t)}
+	warm := []string{testenv.BinDir(), devcluster.DefaultNodeBinDir(), objectstore.BinDir(), e2eharness.RequireCertManager(t)}
 	m.script("id", fmt.Sprintf("#!/bin/sh\necho %d\n", uid))
 	m.script("go", fmt.Sprintf(`#!/bin/bash
 # go, with the build of a cached tool (-o DIR/.NAME.tmp) replaced by a link
@@ -157,7 +157,7 @@ func (m *freshMachine) make(timeout time.Duration, args ...string) (string, erro
 	for _, kv := range userEnv() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
-		case "PATH", "KUBEBUILDER_ASSETS", "CERT_MANAGER_ASSETS", "DBKEEPER_NODE_TOOLS", "DBKEEPER_BACKUP_TOOLS", "DBKEEPER_MONITORING_TOOLS", "ENGINE_IMAGES_DIR":
+		case "PATH", "KUBEBUILDER_ASSETS", "CERT_MANAGER_ASSETS", "DBKEEPER_NODE_TOOLS", "DBKEEPER_BACKUP_TOOLS", "ENGINE_IMAGES_DIR":
 			continue // what the Makefile derives from CACHE_DIR
 		}
 		env = append(env, kv)
@@ -189,7 +189,7 @@ func requireWarmCache(t *testing.T) {
 		t.Skipf("the stubbed builds link this machine's binaries: %v", err)
 	}
 	e2eharness.RequireCertManager(t)
-	for _, d := range []string{devcluster.DefaultNodeBinDir(), objectstore.BinDir(), monitoringBinDir()} {
+	for _, d := range []string{devcluster.DefaultNodeBinDir(), objectstore.BinDir()} {
 		if _, err := os.Stat(d); err != nil {
 			t.Skipf("the stubbed builds link this machine's binaries (make test builds them first): %v", err)
 		}
@@ -275,7 +275,7 @@ func TestREADMEFreshMachine(t *testing.T) {
 				steps = append(steps, strings.Fields(rest)[0])
 			}
 		}
-		if want := []string{"host-packages", "k8s-tools", "cert-manager-tools", "node-tools", "backup-tools", "monitoring-tools", "engine-images"}; !slices.Equal(steps, want) {
+		if want := []string{"host-packages", "k8s-tools", "cert-manager-tools", "node-tools", "backup-tools", "engine-images"}; !slices.Equal(steps, want) {
 			t.Errorf("make setup's timed steps: %q, want %q\n%s", steps, want, out)
 		}
 		for _, dir := range []string{"k8s/" + devcluster.KubernetesVersion, "node", "backup", "monitoring"} {
@@ -344,18 +344,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// monitoringBinDir is where make monitoring-tools puts promtool:
-// $DBKEEPER_MONITORING_TOOLS, else <user cache>/dbkeeper/monitoring.
-func monitoringBinDir() string {
-	if d := os.Getenv("DBKEEPER_MONITORING_TOOLS"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "dbkeeper", "monitoring")
 }

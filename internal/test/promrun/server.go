@@ -29,6 +29,17 @@ func FindBinary() (string, error) {
 	return p, nil
 }
 
+// FindPromtool returns the path of the promtool of Debian's prometheus
+// package (the same release as FindBinary's server), which checks and
+// unit-tests the alert rules, or an error saying how to install it.
+func FindPromtool() (string, error) {
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		return "", fmt.Errorf("promrun: promtool is not installed (Debian's prometheus package ships it): `make host-packages`, or `apt-get install -y prometheus`: %w", err)
+	}
+	return p, nil
+}
+
 // Server is one Prometheus process: its configuration file, its TSDB
 // directory and the address of its HTTP API on 127.0.0.1.
 type Server struct {
