@@ -18,6 +18,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/archiver"
 	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/test/process"
+	"github.com/dbkeeper/dbkeeper/internal/test/promrun"
 	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
@@ -97,7 +98,13 @@ func (s *suite) testBackup(t subtest) {
 		s.mustKubectl("patch", "database", "-n", ns, name, "--type=merge", "-p", `{"spec":{"primary":""}}`)
 		old := s.primaryOf(t, name)
 		heal := s.isolate(t, old)
+		screens := s.watchStatus(t, name, "!! SwitchingOver")
 		newPrimary := s.waitNewPrimary(t, name, old, 3*time.Minute)
+		if screen := screens(); screen == "" {
+			t.Errorf("kubectl dbkeeper status never showed the failover under way (a SwitchingOver problem)")
+		} else {
+			t.Logf("kubectl dbkeeper status %s in the middle of the failover:\n%s", name, screen)
+		}
 		run.w.waitWrites(t, 10, time.Minute)
 		// The target: just after a row acknowledged on the new timeline.
 		// The next row is sent 20 ms after that acknowledgement, so its
@@ -145,6 +152,14 @@ func (s *suite) testBackup(t subtest) {
 		// next evaluation (5 s); it would fire after its for: of 5
 		// minutes, which the scenario does not wait for.
 		s.waitSelected(t, "DbkeeperArchivingFailing pending", `ALERTS{alertname="DbkeeperArchivingFailing"}`, failing, 15*time.Second)
+		if alerts, err := promrun.Query(t.Context(), s.prometheus(t), `ALERTS{namespace="`+ns+`"}`); err == nil {
+			t.Logf("the alerts of namespace %s pending or firing with the store stopped: %v", ns, alerts)
+		}
+		screen, _ := s.kubectlDbkeeper(t, "status", name, "-n", ns)
+		t.Logf("kubectl dbkeeper status %s with the store stopped:\n%s", name, screen)
+		if !strings.Contains(screen, "!! ContinuousArchiving") {
+			t.Errorf("kubectl dbkeeper status with the store stopped shows no ContinuousArchiving problem")
+		}
 		s.checkDashboard(t, name)
 		time.Sleep(time.Until(began.Add(60 * time.Second)))
 		store.Start(t)

@@ -185,20 +185,13 @@ func (s *suite) testMonitoring(t subtest) {
 
 	step("kubectl dbkeeper status, psql (primary and --ro) and report, as a user types them", func(t subtest) {
 		dir := t.TempDir()
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-dbkeeper"), "./cmd/kubectl-dbkeeper")
-		build.Dir = testenv.ProjectRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("building kubectl-dbkeeper: %v\n%s", err, out)
-		}
-		cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "dbkeeper", "status", watched, "-n", ns)
-		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
-		out, err := cmd.Output()
+		out, err := s.kubectlDbkeeper(t, "status", watched, "-n", ns)
 		t.Logf("kubectl dbkeeper status %s:\n%s", watched, out)
 		if err != nil {
 			t.Errorf("kubectl dbkeeper status %s of a Ready Database: %v", watched, err)
 		}
 		for _, want := range []string{", Ready, Ready\n", "primary " + primary, "\n  " + primary + "  primary  yes", "\n  " + standby + "  replica  yes"} {
-			if !strings.Contains(string(out), want) {
+			if !strings.Contains(out, want) {
 				t.Errorf("the status lacks %q", want)
 			}
 		}
@@ -209,13 +202,11 @@ func (s *suite) testMonitoring(t subtest) {
 			flags []string
 			want  string
 		}{{nil, "f|app|t"}, {[]string{"--ro"}, "t|app|t"}} {
-			args := append(append([]string{"dbkeeper", "psql", watched, "-n", ns}, c.flags...),
+			args := append(append([]string{"psql", watched, "-n", ns}, c.flags...),
 				"--", "-Atc", "select pg_is_in_recovery(), current_user, (select ssl from pg_stat_ssl where pid = pg_backend_pid())")
-			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), args...)
-			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
-			out, err := cmd.CombinedOutput()
-			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-			if err != nil || !strings.Contains(string(out), c.want+"\n") {
+			out, err := s.kubectlDbkeeper(t, args...)
+			t.Logf("kubectl dbkeeper %s:\n%s", strings.Join(args, " "), out)
+			if err != nil || !strings.Contains(out, c.want+"\n") {
 				t.Errorf("kubectl dbkeeper psql %v: %v, want %q (in recovery, user, TLS)", c.flags, err, c.want)
 			}
 		}
@@ -223,9 +214,7 @@ func (s *suite) testMonitoring(t subtest) {
 		// report: the pods' real logs and the agents' metrics, with no
 		// value of the Database's Secrets in them.
 		bundle := filepath.Join(dir, "report.tar.gz")
-		cmd = exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "dbkeeper", "report", watched, "-n", ns, "-f", bundle)
-		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := s.kubectlDbkeeper(t, "report", watched, "-n", ns, "-f", bundle); err != nil {
 			t.Fatalf("kubectl dbkeeper report: %v\n%s", err, out)
 		}
 		files := untarBundle(t, bundle)
@@ -310,6 +299,11 @@ func (s *suite) testMonitoring(t subtest) {
 			return ""
 		})
 		healthy[standby] = frozen
+		// devcluster's Prometheus, whose scrape timeout (5 s) is shorter
+		// than the agent's own bound, reads the hung server as down in a
+		// scrape that succeeds: DbkeeperServerDown's expression selects it.
+		s.waitSelected(t, "Prometheus reading the frozen "+standby+" as down", alertExpr(t, "DbkeeperServerDown"),
+			map[string]string{"namespace": ns, "pod": standby}, time.Minute)
 		s.alertTest(t, healthy, "DbkeeperServerDown")
 		if err := signal("CONT"); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +25,7 @@ import (
 	"github.com/dbkeeper/dbkeeper/internal/test/devcluster"
 	"github.com/dbkeeper/dbkeeper/internal/test/e2eharness"
 	"github.com/dbkeeper/dbkeeper/internal/test/localrun"
+	"github.com/dbkeeper/dbkeeper/internal/test/testenv"
 )
 
 // suite is a devcluster with a real node and no fake ones, dbkeeper
@@ -41,6 +43,84 @@ type suite struct {
 	// a long output says what failed. Shared by the suite's copies that
 	// run scenarios in parallel.
 	failed *failures
+	// plugin is kubectl-dbkeeper, built once for every scenario.
+	plugin *pluginBuild
+}
+
+// watchStatus runs `kubectl dbkeeper status name` about every second until
+// t ends or the returned func is called, which stops it and returns the
+// first screen that held want ("" if none did).
+func (s *suite) watchStatus(t testing.TB, name, want string) func() string {
+	t.Helper()
+	dir := s.pluginDir(t)
+	stop, done := make(chan struct{}), make(chan string, 1)
+	go func() {
+		found := ""
+		defer func() { done <- found }()
+		for {
+			cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), "dbkeeper", "status", name, "-n", ns)
+			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
+			if out, _ := cmd.Output(); strings.Contains(string(out), want) {
+				found = string(out)
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	var once sync.Once
+	var screen string
+	result := func() string {
+		once.Do(func() {
+			close(stop)
+			screen = <-done
+		})
+		return screen
+	}
+	t.Cleanup(func() { result() })
+	return result
+}
+
+// pluginBuild is kubectl-dbkeeper built from the checkout into dir on
+// first use (kubectlDbkeeper).
+type pluginBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// pluginDir returns the directory of kubectl-dbkeeper, built from the
+// checkout on first use.
+func (s *suite) pluginDir(t testing.TB) string {
+	t.Helper()
+	p := s.plugin
+	p.once.Do(func() {
+		build := exec.Command("go", "build", "-o", filepath.Join(p.dir, "kubectl-dbkeeper"), "./cmd/kubectl-dbkeeper")
+		build.Dir = testenv.ProjectRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("building kubectl-dbkeeper: %w\n%s", err, out)
+		}
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.dir
+}
+
+// kubectlDbkeeper runs `kubectl dbkeeper args...` as a user types it, with
+// the plugin built from the checkout on PATH, and returns its standard
+// output (and its standard error, after it).
+func (s *suite) kubectlDbkeeper(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testenv.BinDir(), "kubectl"), append([]string{"dbkeeper"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+s.pluginDir(t)+":"+os.Getenv("PATH"), "KUBECONFIG="+s.env.Cluster.Kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	return string(out) + stderr.String(), err
 }
 
 // failures are the failed subtests' lines, appended from parallel scenarios.
@@ -92,7 +172,7 @@ func setup(t testing.TB) *suite {
 		t.Fatal(err)
 	}
 	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
-	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir, failed: &failures{}}
+	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir, failed: &failures{}, plugin: &pluginBuild{dir: t.TempDir()}}
 	// Registered first, so run last.
 	t.Cleanup(func() {
 		if failed := s.failed.all(); len(failed) > 0 {
