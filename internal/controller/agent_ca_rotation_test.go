@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,12 +90,15 @@ func TestAgentCARotationWalk(t *testing.T) {
 		}
 	}
 	load(0, 1, 2)
+	// rotation is what the last reconcile said the rotation waits for.
+	var rotation string
 	reconcile := func(what string) {
 		t.Helper()
 		s := &scope{db: f.db, spec: f.db, obs: observation{now: f.now}}
 		if obs := f.r.reconcileInstanceSecret(ctx, s); obs.err != nil || obs.blocked != nil {
 			t.Fatalf("%s: %v %v", what, obs.err, obs.blocked)
 		}
+		rotation = s.obs.agentCARotation
 		if err := f.c.Get(ctx, tenantKey, tenant); err != nil {
 			t.Fatal(err)
 		}
@@ -141,6 +145,9 @@ func TestAgentCARotationWalk(t *testing.T) {
 	if len(keys.Data[desired.SecretKeyPreviousAgentCACert]) != 0 || !signedBy(ca.CertPEM, keys.Data[desired.SecretKeyOperatorCert]) {
 		t.Fatalf("the new CA signs while a pod does not trust it")
 	}
+	if want := "(2 of 3 pods do; not yet " + f.db.Name + "-2)"; !strings.Contains(rotation, want) {
+		t.Errorf("the rotation held by a pod says %q, want %q in it", rotation, want)
+	}
 
 	load(2)
 	f.now = f.now.Add(time.Minute)
@@ -167,4 +174,7 @@ func TestAgentCARotationWalk(t *testing.T) {
 	}
 	load(0, 1, 2)
 	reconcile("after the rotation")
+	if rotation != "" {
+		t.Errorf("after the rotation it still says %q", rotation)
+	}
 }

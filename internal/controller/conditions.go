@@ -50,6 +50,9 @@ func credentialsState(obs observation) (ok bool, reason, message string) {
 	if obs.instanceSecret.err != nil {
 		return false, dbv1.ReasonApplyFailed, obs.instanceSecret.err.Error()
 	}
+	if obs.agentCARotation != "" {
+		return true, dbv1.ReasonReconciled, "the credentials Secret matches the spec; " + obs.agentCARotation
+	}
 	return true, dbv1.ReasonReconciled, "the credentials Secret matches the spec"
 }
 

@@ -88,6 +88,7 @@ func (r *DatabaseReconciler) reconcileInstanceSecret(ctx context.Context, s *sco
 	if err != nil {
 		return childObservation{err: err}
 	}
+	s.obs.agentCARotation = values.rotation
 	want := desired.InstanceSecret(s.spec, values.tenant)
 	c := apply.Child{Key: key, Live: live, Want: want, Owned: func() (any, error) { return desired.SecretHeld(want, live), nil }}
 	res, err := r.update(ctx, s, c)
@@ -214,25 +215,28 @@ func (r *DatabaseReconciler) observeAgentFiles(ctx context.Context, s *scope, ke
 		return agentPodsLoaded{}
 	}
 	members := r.observeMembers(ctx, pods.Items, instance.AgentCredentials{TLS: config})
-	out := agentPodsLoaded{all: len(members) == int(ptr.Deref(s.spec.Spec.Replicas, 1))}
+	out := agentPodsLoaded{all: len(members) == int(ptr.Deref(s.spec.Spec.Replicas, 1)), replicas: int(ptr.Deref(s.spec.Spec.Replicas, 1))}
 	for _, m := range members {
 		if m.status == nil || m.status.TLSFiles == nil {
 			out.all = false
+			out.silent = append(out.silent, m.name())
 			continue
 		}
 		out.files = append(out.files, *m.status.TLSFiles)
+		out.names = append(out.names, m.name())
 	}
 	return out
 }
 
 // agentTLSValues is what instanceSecretValues made: the values of the
 // instance Secret (tenant) and of the agent keys Secret (keys), why each
-// certificate made again (not a missing one) was, and rotating, true while
-// a rotation of the agent CA waits on the pods (see agentPodsLoaded).
+// certificate made again (not a missing one) was, and rotation, while a
+// rotation of the agent CA waits on the pods (see agentPodsLoaded), what it
+// waits for.
 type agentTLSValues struct {
 	tenant, keys map[string][]byte
 	renewed      []string
-	rotating     bool
+	rotation     string
 }
 
 // agentPodsLoaded is what the Database's agents report of the TLS files
@@ -243,6 +247,39 @@ type agentTLSValues struct {
 type agentPodsLoaded struct {
 	all   bool
 	files []instance.TLSFiles
+	// names are the pods of files, in order, where known; silent the
+	// pods whose agent did not report its files; replicas how many pods
+	// the StatefulSet should have.
+	names    []string
+	silent   []string
+	replicas int
+}
+
+// waitingOn says which pods do not serve from bundle (and cert, when not
+// nil) yet, for a condition's message.
+func (p agentPodsLoaded) waitingOn(bundle, cert []byte) string {
+	if len(p.files) == 0 && len(p.silent) == 0 {
+		return "no pod's agent has reported the files it serves yet"
+	}
+	var behind []string
+	serving := 0
+	for i, f := range p.files {
+		if f.CA == instance.FileDigest(bundle) && (cert == nil || f.Cert == instance.FileDigest(cert)) {
+			serving++
+			continue
+		}
+		if i < len(p.names) {
+			behind = append(behind, p.names[i])
+		}
+	}
+	out := fmt.Sprintf("%d of %d pods do", serving, max(p.replicas, len(p.files)+len(p.silent)))
+	if len(behind) > 0 {
+		out += "; not yet " + strings.Join(behind, ", ")
+	}
+	if len(p.silent) > 0 {
+		out += "; no answer from the agent of " + strings.Join(p.silent, ", ")
+	}
+	return out
 }
 
 // loaded reports whether every pod serves from data: its CA bundle is
@@ -399,7 +436,15 @@ func instanceSecretValues(db *dbv1.Database, tenant, keys, credentials map[strin
 	}
 	out[desired.SecretKeyAgentCA] = agentCABundle(previous, ca.CertPEM, next.CertPEM)
 	v.tenant, v.keys = out, k
-	v.rotating = len(next.CertPEM) > 0 || len(previous) > 0
+	// A rotation held by a pod that never answers ends, at the latest,
+	// when the old CA can no longer sign: it is then replaced at once.
+	switch {
+	case len(next.CertPEM) > 0:
+		v.rotation = "the agents' CA is being replaced: the new CA signs once every pod trusts it (" + pods.waitingOn(out[desired.SecretKeyAgentCA], nil) + ")"
+	case len(previous) > 0:
+		v.rotation = "the agents' CA is being replaced: the old CA leaves the agents' bundle once every pod serves a certificate of the new CA (" +
+			pods.waitingOn(out[desired.SecretKeyAgentCA], out[desired.SecretKeyAgentCert]) + ")"
+	}
 	return v, nil
 }
 

@@ -31,8 +31,8 @@ func TestInstanceSecretValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(freshV.renewed) != 0 || freshV.rotating {
-		t.Errorf("new Secrets report renewals %q, rotating %v", freshV.renewed, freshV.rotating)
+	if len(freshV.renewed) != 0 || freshV.rotation != "" {
+		t.Errorf("new Secrets report renewals %q, rotation %q", freshV.renewed, freshV.rotation)
 	}
 	fresh, freshKeys := freshV.tenant, freshV.keys
 	if got := slices.Sorted(maps.Keys(fresh)); !slices.Equal(got, slices.Sorted(slices.Values(desired.InstanceSecretKeys))) {
@@ -289,7 +289,7 @@ func TestAgentCARotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cur.rotating {
+	if cur.rotation != "" {
 		t.Fatalf("rotating with 500 days left")
 	}
 	caA := cur.keys[desired.SecretKeyAgentCACert]
@@ -325,7 +325,7 @@ func TestAgentCARotation(t *testing.T) {
 
 	// 1. A new CA joins the bundle; the certificates stay.
 	v := step("the new CA joins", agentPodsLoaded{all: true, files: report(cur, 2)})
-	if !v.rotating || len(v.keys[desired.SecretKeyNextAgentCACert]) == 0 {
+	if v.rotation == "" || len(v.keys[desired.SecretKeyNextAgentCACert]) == 0 {
 		t.Fatalf("no next CA: %v", slices.Sorted(maps.Keys(v.keys)))
 	}
 	caB := v.keys[desired.SecretKeyNextAgentCACert]
@@ -341,18 +341,24 @@ func TestAgentCARotation(t *testing.T) {
 	stale[1].CA = instance.FileDigest(caA)
 
 	// 2. Not every pod trusts both yet: nothing moves.
+	// The condition's message says what the rotation waits for.
 	for _, pods := range []struct {
-		what string
-		p    agentPodsLoaded
+		what, says string
+		p          agentPodsLoaded
 	}{
-		{"nothing reported", agentPodsLoaded{}},
-		{"a pod still serves the old bundle", agentPodsLoaded{all: true, files: stale}},
-		{"a pod did not answer", agentPodsLoaded{all: false, files: report(cur, 1)}},
+		{"nothing reported", "no pod's agent has reported the files it serves yet", agentPodsLoaded{}},
+		{"a pod still serves the old bundle", "1 of 2 pods do; not yet orders-1",
+			agentPodsLoaded{all: true, files: stale, names: []string{"orders-0", "orders-1"}, replicas: 2}},
+		{"a pod did not answer", "1 of 2 pods do; no answer from the agent of orders-1",
+			agentPodsLoaded{all: false, files: report(cur, 1), names: []string{"orders-0"}, silent: []string{"orders-1"}, replicas: 2}},
 	} {
 		v := step(pods.what, pods.p)
 		if string(v.keys[desired.SecretKeyAgentCACert]) != string(caA) || string(v.keys[desired.SecretKeyNextAgentCACert]) != string(caB) ||
 			string(v.tenant[desired.SecretKeyAgentCert]) != string(cur.tenant[desired.SecretKeyAgentCert]) {
 			t.Fatalf("%s: the rotation moved on", pods.what)
+		}
+		if want := "the new CA signs once every pod trusts it (" + pods.says + ")"; !strings.Contains(v.rotation, want) {
+			t.Errorf("%s: the rotation says %q, want %q in it", pods.what, v.rotation, want)
 		}
 	}
 
@@ -379,15 +385,18 @@ func TestAgentCARotation(t *testing.T) {
 	cur = v
 
 	// 4. The pods still serve the certificate of the old CA: it stays.
-	v = step("the pods serve the old certificate", agentPodsLoaded{all: true, files: report(previous, 2)})
+	v = step("the pods serve the old certificate", agentPodsLoaded{all: true, files: report(previous, 2), names: []string{"orders-0", "orders-1"}, replicas: 2})
 	if string(v.keys[desired.SecretKeyPreviousAgentCACert]) != string(caA) {
 		t.Fatalf("the old CA left the bundle while a pod serves its certificate")
+	}
+	if want := "the old CA leaves the agents' bundle once every pod serves a certificate of the new CA (0 of 2 pods do; not yet orders-0, orders-1)"; !strings.Contains(v.rotation, want) {
+		t.Errorf("the rotation says %q, want %q in it", v.rotation, want)
 	}
 
 	// 5. Every pod serves the new certificate: the old CA leaves.
 	v = step("every pod serves the new certificate", agentPodsLoaded{all: true, files: report(cur, 2)})
-	if v.rotating || len(v.keys[desired.SecretKeyPreviousAgentCACert]) != 0 || string(v.tenant[desired.SecretKeyAgentCA]) != string(caB) {
-		t.Fatalf("the old CA did not leave: rotating %v, bundle is the new CA alone %v", v.rotating, string(v.tenant[desired.SecretKeyAgentCA]) == string(caB))
+	if v.rotation != "" || len(v.keys[desired.SecretKeyPreviousAgentCACert]) != 0 || string(v.tenant[desired.SecretKeyAgentCA]) != string(caB) {
+		t.Fatalf("the old CA did not leave: rotation %q, bundle is the new CA alone %v", v.rotation, string(v.tenant[desired.SecretKeyAgentCA]) == string(caB))
 	}
 	cur = v
 	if v := step("steady", agentPodsLoaded{all: true, files: report(cur, 2)}); len(v.renewed) != 0 {

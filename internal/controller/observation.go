@@ -26,8 +26,11 @@ type observation struct {
 	// secret and services are what reconciling the credentials Secret and
 	// the Services found.
 	secret, services childObservation
-	// instanceSecret is what reconciling the instance Secret found.
-	instanceSecret childObservation
+	// instanceSecret is what reconciling the instance Secret found;
+	// agentCARotation, while the agents' CA is replaced with an overlap,
+	// what the rotation waits for.
+	instanceSecret  childObservation
+	agentCARotation string
 	// statefulSet is what reconciling the StatefulSet found.
 	statefulSet statefulSetObservation
 	// disruptionBudget is what reconciling the PodDisruptionBudget found.
