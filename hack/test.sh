@@ -4,10 +4,10 @@
 # scenario took (hack/testtimes).
 #
 #   all   every package. The other packages run TEST_P at a time; then the
-#         tests that run a real node (test/realnode, test/userpath,
-#         test/deploy, and two tests of internal/test/devcluster) run one
-#         package at a time, alone, since one real node at a time fits a
-#         machine.
+#         tests that run a real node (test/realnode, test/userpath, and
+#         TestInCluster of test/deploy and two tests of
+#         internal/test/devcluster) run one package at a time, alone, since
+#         one real node at a time fits a machine.
 #   fast  unit and envtest packages, TEST_P at a time: no real node, no
 #         devcluster suite (test/e2e, test/faults), no container, and none
 #         of the tests that run real PostgreSQL servers (*_pg_test.go).
@@ -27,15 +27,17 @@ read -r -a flags <<<"${TEST_FLAGS:--count=1 -timeout 30m}"
 parallel_packages=${TEST_P:-2}
 module=$(go list -m)
 
-# The packages whose every test runs a real node, and the real-node tests of
-# packages that otherwise need none.
-realnode_packages=(test/realnode test/userpath test/deploy)
-realnode_tests='^(TestObjectStoreOnRealNode|TestHostStateCleanup)$'
-realnode_tests_in=(internal/test/devcluster internal/test/devcluster/nodehost)
-# What test-fast leaves out besides: the devcluster suites, the images run
-# in containers (runc), and the tests of *_pg_test.go files, which run real
-# PostgreSQL servers (most of their time is waiting out timeouts).
-slow_packages=(test/e2e test/faults test/benchreplication)
+# The packages whose every test runs a real node (or make run, which the
+# README's walk-throughs start one after the other), and the real-node tests
+# of packages that otherwise need none: those run with the other packages.
+realnode_packages=(test/realnode test/userpath)
+realnode_tests='^(TestObjectStoreOnRealNode|TestHostStateCleanup|TestInCluster)$'
+realnode_tests_in=(internal/test/devcluster internal/test/devcluster/nodehost test/deploy)
+# What test-fast leaves out besides: the devcluster suites, the deployment
+# tests (cert-manager, the manager's image), the images run in containers
+# (runc), and the tests of *_pg_test.go files, which run real PostgreSQL
+# servers (most of their time is waiting out timeouts).
+slow_packages=(test/e2e test/faults test/benchreplication test/deploy)
 pg_tests=$(git ls-files '*_pg_test.go' | xargs grep -ho '^func Test[A-Za-z0-9_]*' | awk '{print $2}' | sort -u | paste -sd'|')
 slow_tests="^(TestEngineImagesWithRunc${pg_tests:+|$pg_tests})\$"
 
@@ -59,7 +61,7 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/testtimes" ./hack/testtimes || exit 1
 scenarios=$(
 	IFS=,
-	echo "${realnode_packages[*]}"
+	echo "${realnode_packages[*]},test/deploy"
 )
 summarize() { "$tmp/testtimes" -scenarios "$scenarios" -table=false -save "$1"; }
 start=$SECONDS

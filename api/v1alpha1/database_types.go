@@ -544,6 +544,13 @@ type InstanceStatus struct {
 	// +optional
 	SlotActive bool `json:"slotActive,omitempty"`
 
+	// syncState is, for a standby that streams, how the primary counts
+	// it (pg_stat_replication.sync_state): quorum when it may confirm the
+	// commits of spec.synchronous, async otherwise.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	SyncState string `json:"syncState,omitempty"`
+
 	// serverVersion is the version of PostgreSQL the pod's server runs, as
 	// the server reports it (server_version, without a distribution's
 	// suffix), such as 17.10; while the server is down or its agent does

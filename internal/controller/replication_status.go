@@ -72,6 +72,7 @@ func (run *replicationRun) report() {
 				st.Slot, st.SlotWALStatus, st.SlotActive = sb.Slot, sb.WALStatus, sb.Active
 			}
 			if sb, ok := lag[replication.SlotName(m.ordinal)]; ok && sb.Active {
+				st.SyncState = sb.SyncState
 				st.LagBytes = ptr.To(sb.LagBytes)
 				st.Lag = &metav1.Duration{Duration: time.Duration(sb.LagSeconds * float64(time.Second)).Round(time.Millisecond)}
 			}

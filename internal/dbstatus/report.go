@@ -94,6 +94,9 @@ type Instance struct {
 	Slot          string `json:"slot,omitempty"`
 	SlotWALStatus string `json:"slotWALStatus,omitempty"`
 	SlotActive    bool   `json:"slotActive,omitempty"`
+	// SyncState is how the primary counts a streaming standby: quorum
+	// (it may confirm commits) or async; "" when not known.
+	SyncState string `json:"syncState,omitempty"`
 	// Node is the node the pod runs on; PodPhase its phase; both "" when
 	// the pod does not exist.
 	Node     string `json:"node,omitempty"`
@@ -311,7 +314,7 @@ func instances(db *dbv1.Database, pods []corev1.Pod) []Instance {
 	for _, s := range db.Status.Instances {
 		in := get(s.Name)
 		in.Ready, in.Timeline, in.LagBytes, in.ServerVersion = s.Ready, s.Timeline, s.LagBytes, s.ServerVersion
-		in.Slot, in.SlotWALStatus, in.SlotActive = s.Slot, s.SlotWALStatus, s.SlotActive
+		in.Slot, in.SlotWALStatus, in.SlotActive, in.SyncState = s.Slot, s.SlotWALStatus, s.SlotActive, s.SyncState
 		if s.Role != "" {
 			in.Role = string(s.Role)
 		}

@@ -46,7 +46,7 @@ func failingOver() (*dbv1.Database, []corev1.Pod, []dbv1.Backup, []eventsv1.Even
 		Instances: []dbv1.InstanceStatus{
 			{Name: "orders-0", Role: dbv1.InstanceRolePrimary, Ready: false, Timeline: 3, ServerVersion: "17.6", Message: "the agent does not answer"},
 			{Name: "orders-1", Role: dbv1.InstanceRoleReplica, Ready: true, Timeline: 3, LagBytes: ptr.To[int64](0), Lag: &metav1.Duration{}, ServerVersion: "17.6", Message: "promoting",
-				Slot: "dbkeeper_standby_1", SlotWALStatus: "reserved", SlotActive: true},
+				Slot: "dbkeeper_standby_1", SlotWALStatus: "reserved", SlotActive: true, SyncState: "quorum"},
 			{Name: "orders-2", Role: dbv1.InstanceRoleReplica, Ready: false, Timeline: 3, LagBytes: ptr.To[int64](3 << 20),
 				Lag: &metav1.Duration{Duration: 1500 * time.Millisecond}, ServerVersion: "17.6", Slot: "dbkeeper_standby_2", SlotWALStatus: "unreserved"},
 		},
@@ -145,7 +145,7 @@ func TestBuildAFailover(t *testing.T) {
 	for _, want := range []string{
 		"Database shop/orders: postgres 17 (server 17.6), Degraded, not Ready\n",
 		"  endpoint orders.shop.svc:5432, 1/3 pods ready\n",
-		"  primary orders-0, term 4, synchronous: 1 standby must confirm each commit; changing to orders-1\n",
+		"  primary orders-0, term 4, synchronous: 1 standby must confirm each commit (1 in the quorum now: orders-1); changing to orders-1\n",
 		"!! SwitchingOver", "failing over from orders-0 to orders-1",
 		"ok Provisioned",
 		"ARCHIVING FAILS: Could not connect to the endpoint URL; 12 segments wait",
@@ -248,5 +248,16 @@ func TestNextSchedule(t *testing.T) {
 	_ = r.WriteText(&out, at)
 	if want := "schedule 0 3 * * * (UTC), next in 15h (2026-12-06T03:00:00Z)"; !strings.Contains(out.String(), want) {
 		t.Errorf("the text lacks %q:\n%s", want, out.String())
+	}
+}
+
+func TestQuorum(t *testing.T) {
+	r := &Report{Instances: []Instance{{Name: "orders-0"}, {Name: "orders-1", SyncState: "async"}}}
+	if got := r.quorum(); got != "none in the quorum now" {
+		t.Errorf("quorum() with none = %q", got)
+	}
+	r.Instances = append(r.Instances, Instance{Name: "orders-2", SyncState: "quorum"}, Instance{Name: "orders-3", SyncState: "quorum"})
+	if got, want := r.quorum(), "2 in the quorum now: orders-2, orders-3"; got != want {
+		t.Errorf("quorum() = %q, want %q", got, want)
 	}
 }

@@ -47,7 +47,7 @@ func (r *Report) WriteText(w io.Writer, now time.Time) error {
 		primary += fmt.Sprintf(", term %d", r.Term)
 	}
 	if r.Synchronous > 0 {
-		primary += fmt.Sprintf(", synchronous: %d standby must confirm each commit", r.Synchronous)
+		primary += fmt.Sprintf(", synchronous: %d standby must confirm each commit (%s)", r.Synchronous, r.quorum())
 	}
 	if r.TargetPrimary != "" && r.TargetPrimary != r.Primary {
 		primary += "; changing to " + r.TargetPrimary
@@ -265,4 +265,19 @@ func since(now time.Time, t *time.Time) string {
 		return "at an unknown time"
 	}
 	return fmt.Sprintf("%s ago (%s)", age(now, *t), t.UTC().Format(time.RFC3339))
+}
+
+// quorum says which standbys the primary counts toward the synchronous
+// quorum now, as its agent last reported them.
+func (r *Report) quorum() string {
+	var in []string
+	for _, i := range r.Instances {
+		if i.SyncState == "quorum" || i.SyncState == "sync" {
+			in = append(in, i.Name)
+		}
+	}
+	if len(in) == 0 {
+		return "none in the quorum now"
+	}
+	return fmt.Sprintf("%d in the quorum now: %s", len(in), strings.Join(in, ", "))
 }

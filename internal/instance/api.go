@@ -445,6 +445,11 @@ type Standby struct {
 	// unreserved or lost (the slot was invalidated by
 	// max_slot_wal_keep_size and its standby can never stream through it).
 	WALStatus string `json:"walStatus,omitempty"`
+	// SyncState is pg_stat_replication.sync_state of the standby: quorum
+	// (it counts toward the synchronous quorum), async, or sync and
+	// potential (a priority list, which dbkeeper does not set); "" when
+	// no standby streams through the slot.
+	SyncState string `json:"syncState,omitempty"`
 }
 
 // BackupTimeout bounds one base backup in the agent.

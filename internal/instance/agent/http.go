@@ -274,7 +274,7 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 			continue
 		}
 		sb := instance.Standby{Slot: r.Slot, Active: r.Active, Name: r.Name, SentLSN: r.SentLSN, FlushLSN: r.FlushLSN,
-			ReplayLSN: r.Replay, LagBytes: r.LagBytes, LagSeconds: r.LagSeconds, WALStatus: r.WALStatus}
+			ReplayLSN: r.Replay, LagBytes: r.LagBytes, LagSeconds: r.LagSeconds, WALStatus: r.WALStatus, SyncState: r.SyncState}
 		if rs, ok := replies[r.Slot]; ok && !rs.changed.IsZero() {
 			ago := now.Sub(rs.changed).Seconds()
 			sb.ReplySecondsAgo = &ago

@@ -61,6 +61,10 @@ func TestAgentSynchronousReplication(t *testing.T) {
 		}
 		return nil
 	})
+	// The primary's agent reports it so, for status.instances[].syncState.
+	if sb := c.status(0).Standbys; len(sb) != 1 || sb[0].Name != "db-1" || sb[0].SyncState != "quorum" {
+		t.Errorf("db-0's agent reports standbys %+v, want db-1 in the quorum", sb)
+	}
 	start := time.Now()
 	c.mustSQL(0, "INSERT INTO t VALUES (11)")
 	t.Logf("a commit with the standby streaming: %v", time.Since(start).Round(time.Millisecond))

@@ -408,6 +408,10 @@ type SlotRow struct {
 	ReplyTime                 *time.Time
 	// WALStatus is pg_replication_slots.wal_status, "" when null.
 	WALStatus string
+	// SyncState is pg_stat_replication.sync_state of the standby
+	// streaming through the slot (async, potential, sync or quorum), ""
+	// when none streams.
+	SyncState string
 }
 
 // Slots are the server's physical replication slots, with the standby
@@ -422,7 +426,8 @@ SELECT s.slot_name, s.active,
        coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), r.replay_lsn), 0)::bigint,
        coalesce(extract(epoch FROM r.replay_lag), 0)::float8,
        r.reply_time,
-       coalesce(s.wal_status, '')
+       coalesce(s.wal_status, ''),
+       coalesce(r.sync_state, '')
 FROM pg_replication_slots s
 LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 WHERE s.slot_type = 'physical'
@@ -432,7 +437,7 @@ ORDER BY s.slot_name`)
 		}
 		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SlotRow, error) {
 			var s SlotRow
-			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime, &s.WALStatus)
+			err := r.Scan(&s.Slot, &s.Active, &s.Name, &s.SentLSN, &s.FlushLSN, &s.Replay, &s.LagBytes, &s.LagSeconds, &s.ReplyTime, &s.WALStatus, &s.SyncState)
 			return s, err
 		})
 		return err
