@@ -61,6 +61,7 @@ func (s *suite) testBackup(t subtest) {
 	step := s.steps(t, name)
 	run := &backupRun{}
 	store := s.objectStore(t)
+	s.storeUsers.use(t)
 
 	image := s.image("dbkeeper.local/postgres:15.")
 	s.apply(withBackup(strings.Replace(database(name, "postgres", "15", image, "Delete", map[string]string{"archive_timeout": "15s"}),
@@ -136,6 +137,12 @@ func (s *suite) testBackup(t subtest) {
 	})
 
 	step("an outage of the object store: ContinuousArchiving False within 30 s, True after it returns, no gap", func(t subtest) {
+		// Not while another scenario backs up to it.
+		asked := time.Now()
+		s.storeUsers.wait(1)
+		if waited := time.Since(asked); waited > time.Second {
+			t.Logf("waited %v for the other scenarios using the object store", waited.Round(time.Second))
+		}
 		store.Stop(t)
 		began := time.Now()
 		s.psqlIn(t, s.primaryOf(t, name), "SELECT pg_switch_wal()")
@@ -254,6 +261,7 @@ func (s *suite) testBackup(t subtest) {
 func (s *suite) testBackupRetention(t subtest) {
 	const name = "till"
 	store := s.objectStore(t)
+	s.storeUsers.use(t)
 	s.apply(withBackup(database(name, "postgres", "17", s.image("dbkeeper.local/postgres:17."), "Delete", nil), store.Endpoint(), "keepBackups: 1"))
 	s.waitReady(name, 3*time.Minute)
 	s.waitArchiving(t, name, metav1.ConditionTrue, 2*time.Minute)

@@ -18,9 +18,9 @@
 // release's manager and instance image are built once and cached under the
 // cache directory's releases/). The other scenarios then run in parallel on
 // the one cluster, each on Databases of its own names, the steps of a
-// scenario in order (suite.parallel), three at a time, the longest first:
+// scenario in order (suite.parallel), four at a time, the longest first:
 // most of their time is waiting for servers, failovers and restores. The
-// two backup scenarios share one slot, since the first stops the object
-// store. The short fault schedule is one of them; TestRealNodeFaultSchedule
+// two backup scenarios share devcluster's object store: the first stops it
+// for a minute only once the second is done with it (suite.storeUsers). The short fault schedule is one of them; TestRealNodeFaultSchedule
 // runs the long one alone (make test-faults).
 package realnode

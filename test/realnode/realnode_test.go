@@ -39,10 +39,10 @@ func TestRealNode(t *testing.T) {
 	mariadbImage := s.image("dbkeeper.local/mariadb:")
 
 	// The longest first (suite.parallel starts them in this order).
-	s.parallel(t, "backups: archived and restored, then retention (one at a time: the first stops the object store)", "", func(s *suite, t subtest) {
-		s.run(t.T, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, s.testBackup)
-		s.run(t.T, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", s.testBackupRetention)
-	})
+	// Both share devcluster's object store, which the first stops for a
+	// minute once the second is done with it (suite.storeUsers).
+	s.parallel(t, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, (*suite).testBackup)
+	s.parallel(t, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", (*suite).testBackupRetention)
 	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
 	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 	s.parallel(t, scheduleTitle, scheduled, (*suite).testFaultSchedule)

@@ -45,6 +45,45 @@ type suite struct {
 	failed *failures
 	// plugin is kubectl-dbkeeper, built once for every scenario.
 	plugin *pluginBuild
+	// storeUsers counts the scenarios using devcluster's object store,
+	// which a scenario stops only once no other uses it.
+	storeUsers *users
+}
+
+// users counts the scenarios using a shared thing.
+type users struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+// use counts one more user until t ends.
+func (u *users) use(t testing.TB) {
+	u.mu.Lock()
+	u.n++
+	u.mu.Unlock()
+	t.Cleanup(func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.n--
+		u.condition().Broadcast()
+	})
+}
+
+// wait blocks until no user but the caller's own (mine) is left.
+func (u *users) wait(mine int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for u.n > mine {
+		u.condition().Wait()
+	}
+}
+
+func (u *users) condition() *sync.Cond {
+	if u.cond == nil {
+		u.cond = sync.NewCond(&u.mu)
+	}
+	return u.cond
 }
 
 // watchStatus runs `kubectl dbkeeper status name` about every second until
@@ -172,7 +211,7 @@ func setup(t testing.TB) *suite {
 		t.Fatal(err)
 	}
 	t.Logf("devcluster with a real node up in %.1fs (the manager built meanwhile)", time.Since(began).Seconds())
-	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir, failed: &failures{}, plugin: &pluginBuild{dir: t.TempDir()}}
+	s := &suite{t: t, env: env, client: env.Client, images: images, logFile: filepath.Join(runDir, "manager.log"), runDir: runDir, failed: &failures{}, plugin: &pluginBuild{dir: t.TempDir()}, storeUsers: &users{}}
 	// Registered first, so run last.
 	t.Cleanup(func() {
 		if failed := s.failed.all(); len(failed) > 0 {
@@ -293,9 +332,10 @@ func (s *suite) parallel(t *testing.T, title, db string, f func(s *suite, t subt
 }
 
 // scenarioSlots is how many parallel scenarios run at once (-parallel
-// sets it): they wait far more than they compute, but a 2-core machine
-// running every 3-replica Database at once misses their timeouts.
-var scenarioSlots = 3
+// sets it): they wait far more than they compute (three at a time kept
+// two cores about 40 % busy), but a 2-core machine running every
+// 3-replica Database at once misses their timeouts.
+var scenarioSlots = 4
 
 // slots lets the parallel scenarios start in the order they were
 // declared, scenarioSlots at a time.
@@ -341,7 +381,7 @@ func (o *orderedSlots) done() {
 }
 
 // TestMain takes -parallel as the number of scenarios at once
-// (scenarioSlots, 3 unless set) and lets go test release them all, to
+// (scenarioSlots, 4 unless set) and lets go test release them all, to
 // start in order (suite.parallel).
 func TestMain(m *testing.M) {
 	flag.Parse()
