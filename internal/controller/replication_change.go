@@ -135,7 +135,7 @@ func (run *replicationRun) switchover() {
 	// Not the StatefulSet's replicas, which holdPrimary keeps up to the
 	// primary's ordinal until this switchover moved it.
 	replicas := int(run.s.wantReplicas)
-	if live := run.s.obs.statefulSet.live; target == "" && live != nil && rolling(live) && live.Status.UpdatedReplicas == 0 &&
+	if underWay, started := rolloutOf(run.s.obs.statefulSet.live, run.s.obs.pods); target == "" && underWay && !started &&
 		ordinalOf(out.currentPrimary) != 0 {
 		// A rolling change waits for the primary to move to ordinal 0,
 		// which the StatefulSet restarts last (holdRollout).

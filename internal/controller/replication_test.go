@@ -270,6 +270,24 @@ func (f *replicationFixture) addPod(ordinal int) {
 	}
 }
 
+// labelPods sets the label key to value on every pod of the fixture.
+func (f *replicationFixture) labelPods(key, value string) {
+	f.t.Helper()
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := f.c.List(ctx, pods, client.InNamespace(f.db.Namespace)); err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		patch := client.MergeFrom(pod.DeepCopy())
+		pod.Labels[key] = value
+		if err := f.c.Patch(ctx, pod, patch); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // setNotReady sets a pod's Ready condition False, changed at the fixture's now.
 func (f *replicationFixture) setNotReady(ordinal int) {
 	f.t.Helper()
@@ -661,6 +679,10 @@ func TestRolloutPartition(t *testing.T) {
 			func(db *dbv1.Database) { db.Spec.Primary = "orders-1" }, sts("a", "b", 0), pods("a", "a", "a"), 2},
 		{"no StatefulSet yet: created with the highest ordinal the first to change",
 			func(db *dbv1.Database) { db.Status = dbv1.DatabaseStatus{} }, nil, nil, 2},
+		{"a StatefulSet created again over older pods (its current revision the update one): the pods say the change is under way",
+			func(db *dbv1.Database) { db.Status.CurrentPrimary = "orders-0" }, sts("b", "b", 0), pods("a", "a", "a"), 2},
+		{"a StatefulSet created again over older pods, the primary elsewhere: held until the switchover",
+			func(db *dbv1.Database) {}, sts("b", "b", 0), pods("a", "a", "a"), 3},
 		{"mysql: nothing held",
 			func(db *dbv1.Database) { db.Spec.Engine = dbv1.EngineMySQL }, sts("a", "b", 0), nil, 0},
 	} {
@@ -678,30 +700,44 @@ func TestRolloutPartition(t *testing.T) {
 }
 
 func TestReplicationRollingChangeMovesThePrimaryToOrdinalZeroFirst(t *testing.T) {
-	f := newReplicationFixture(t)
-	f.reconcile()
-	f.reconcile()
-	f.db.Spec.Primary = "orders-1"
-	for range 4 {
-		f.now = f.now.Add(time.Second)
-		f.reconcile()
-	}
-	if f.db.Status.CurrentPrimary != "orders-1" {
-		t.Fatalf("switchover to orders-1 did not finish: %+v", f.db.Status)
-	}
-	f.db.Spec.Primary = ""
-	f.reconcile()
-	if f.db.Status.TargetPrimary != "" {
-		t.Fatalf("a switchover began with no change to roll: target %q", f.db.Status.TargetPrimary)
-	}
-	// A new template: the StatefulSet has a revision no pod runs yet.
-	f.live = &appsv1.StatefulSet{Status: appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b"}}
-	for range 4 {
-		f.now = f.now.Add(time.Second)
-		f.reconcile()
-	}
-	if f.db.Status.CurrentPrimary != "orders-0" {
-		t.Errorf("the primary is %q, want orders-0, which the StatefulSet restarts last", f.db.Status.CurrentPrimary)
+	for _, tc := range []struct {
+		name string
+		live appsv1.StatefulSetStatus
+	}{
+		// A new template: the StatefulSet has a revision no pod runs yet.
+		{"a new template", appsv1.StatefulSetStatus{CurrentRevision: "a", UpdateRevision: "b"}},
+		// A StatefulSet created again over the pods of an earlier one
+		// (statefulset.go): its current revision is already the update
+		// revision; only the pods say that none runs it.
+		{"a StatefulSet created again over older pods", appsv1.StatefulSetStatus{CurrentRevision: "b", UpdateRevision: "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newReplicationFixture(t)
+			f.reconcile()
+			f.reconcile()
+			f.db.Spec.Primary = "orders-1"
+			for range 4 {
+				f.now = f.now.Add(time.Second)
+				f.reconcile()
+			}
+			if f.db.Status.CurrentPrimary != "orders-1" {
+				t.Fatalf("switchover to orders-1 did not finish: %+v", f.db.Status)
+			}
+			f.db.Spec.Primary = ""
+			f.reconcile()
+			if f.db.Status.TargetPrimary != "" {
+				t.Fatalf("a switchover began with no change to roll: target %q", f.db.Status.TargetPrimary)
+			}
+			f.labelPods(appsv1.ControllerRevisionHashLabelKey, "a")
+			f.live = &appsv1.StatefulSet{Status: tc.live}
+			for range 4 {
+				f.now = f.now.Add(time.Second)
+				f.reconcile()
+			}
+			if f.db.Status.CurrentPrimary != "orders-0" {
+				t.Errorf("the primary is %q, want orders-0, which the StatefulSet restarts last", f.db.Status.CurrentPrimary)
+			}
+		})
 	}
 }
 

@@ -56,15 +56,12 @@ func rolloutPartition(db *dbv1.Database, live *appsv1.StatefulSet, pods []corev1
 	if db.Spec.Engine != dbv1.EnginePostgres || replicas < 1 {
 		return 0
 	}
-	if live == nil || !rolling(live) || live.Status.UpdatedReplicas == 0 {
-		// Not started: a change applied now waits for the primary to
-		// move to ordinal 0, or starts at the highest ordinal.
-		if holdForSwitchover(db) {
-			return replicas
-		}
-		if live == nil || !rolling(live) {
-			return replicas - 1
-		}
+	underWay, started := rolloutOf(live, pods)
+	switch {
+	case !started && holdForSwitchover(db):
+		return replicas // the primary moves to ordinal 0 first
+	case !underWay:
+		return replicas - 1 // a change applied now starts at the highest ordinal
 	}
 	// Under way: the highest ordinal that does not run the new revision
 	// and ready yet.
@@ -73,6 +70,28 @@ func rolloutPartition(db *dbv1.Database, live *appsv1.StatefulSet, pods []corev1
 		next--
 	}
 	return next
+}
+
+// rolloutOf reports, from the pods, whether a rolling change of the
+// StatefulSet live is under way (a pod carries another revision than its
+// update revision) and whether it has started (a pod carries the update
+// revision). The pods' labels are the truth, not the StatefulSet's
+// currentRevision: a StatefulSet created again over the pods of an earlier
+// one (statefulset.go) starts with its current revision already the update
+// revision, while every pod still runs the old template.
+func rolloutOf(live *appsv1.StatefulSet, pods []corev1.Pod) (underWay, started bool) {
+	if live == nil || live.Status.UpdateRevision == "" {
+		return false, false
+	}
+	for i := range pods {
+		switch pods[i].Labels[appsv1.ControllerRevisionHashLabelKey] {
+		case live.Status.UpdateRevision:
+			started = true
+		default:
+			underWay = true
+		}
+	}
+	return underWay, started && underWay
 }
 
 // holdForSwitchover reports whether a rolling change should wait for the
@@ -97,10 +116,4 @@ func runsRevision(pods []corev1.Pod, name, revision string) bool {
 	pod := &pods[i]
 	ready, _ := podReady(pod)
 	return ready && pod.DeletionTimestamp == nil && pod.Labels[appsv1.ControllerRevisionHashLabelKey] == revision
-}
-
-// rolling reports whether the StatefulSet has a revision that not every
-// pod runs yet.
-func rolling(sts *appsv1.StatefulSet) bool {
-	return sts.Status.UpdateRevision != "" && sts.Status.UpdateRevision != sts.Status.CurrentRevision
 }
