@@ -125,6 +125,27 @@ var agentPhases = []instance.Phase{instance.PhaseWaiting, instance.PhaseInitiali
 // are always reported.
 var defaultSections = []string{postgres.SectionReplication, postgres.SectionSlots, postgres.SectionArchiver, postgres.SectionActivity, postgres.SectionDatabases}
 
+// onePerStandby keeps one row of pg_stat_replication per application_name,
+// the standby label of the replication metrics: the one furthest behind.
+// A name may stream twice: a pg_basebackup cloning a standby opens two
+// replication connections (the base backup and its WAL), and two series
+// with the same labels would fail the scrape.
+func onePerStandby(rows []postgres.ReplicationStats) []postgres.ReplicationStats {
+	out := make([]postgres.ReplicationStats, 0, len(rows))
+	at := map[string]int{}
+	for _, r := range rows {
+		i, seen := at[r.ApplicationName]
+		switch {
+		case !seen:
+			at[r.ApplicationName] = len(out)
+			out = append(out, r)
+		case r.ReplayLagBytes > out[i].ReplayLagBytes:
+			out[i] = r
+		}
+	}
+	return out
+}
+
 // scrapeTimeout bounds one scrape's queries when the scraper names no
 // timeout of its own.
 const scrapeTimeout = 15 * time.Second
@@ -368,7 +389,7 @@ func (c *metricsCollector) collectServer(m postgres.Monitoring, emit func(string
 		emit("dbkeeper_database_mxid_age", d.MXIDAge, d.Name)
 	}
 	observed := 0
-	for _, r := range m.Replication {
+	for _, r := range onePerStandby(m.Replication) {
 		emit("dbkeeper_replication_sent_lag_bytes", r.SentLagBytes, r.ApplicationName)
 		emit("dbkeeper_replication_flush_lag_bytes", r.FlushLagBytes, r.ApplicationName)
 		emit("dbkeeper_replication_replay_lag_bytes", r.ReplayLagBytes, r.ApplicationName)

@@ -315,3 +315,17 @@ func TestScrapeBudget(t *testing.T) {
 		}
 	}
 }
+
+func TestOnePerStandby(t *testing.T) {
+	rows := []postgres.ReplicationStats{
+		{ApplicationName: "orders-1", State: "streaming", ReplayLagBytes: 10},
+		{ApplicationName: "pg_basebackup", State: "backup", ReplayLagBytes: 0},
+		{ApplicationName: "pg_basebackup", State: "streaming", ReplayLagBytes: 4096},
+		{ApplicationName: "orders-2", State: "streaming"},
+	}
+	got := onePerStandby(rows)
+	want := []postgres.ReplicationStats{rows[0], rows[2], rows[3]}
+	if !slices.Equal(got, want) {
+		t.Errorf("onePerStandby = %+v, want %+v", got, want)
+	}
+}
