@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -372,24 +374,44 @@ func (p *pgTarget) connect(ctx context.Context) (*pgx.Conn, error) { return pgx.
 
 // execErr runs one statement on a new connection.
 func (p *pgTarget) execErr(sql string, args ...any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := p.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.Background()) }()
-	_, err = conn.Exec(ctx, sql, args...)
+	_, err := p.execOnce(sql, args...)
 	return err
 }
 
-// exec runs one statement, retrying while the Service has no endpoint yet.
+// execOnce runs one statement on a new connection, made within 5 s; the
+// statement itself may take 3 minutes (a 600 000-row insert on a busy
+// machine). connected says whether the connection was made: only a
+// statement that never reached a server may be sent again.
+func (p *pgTarget) execOnce(sql string, args ...any) (connected bool, err error) {
+	dial, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := p.connect(dial)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err = conn.Exec(ctx, sql, args...)
+	return true, err
+}
+
+// exec runs one statement, again while the Service has no endpoint yet
+// (no connection is made) or leads to a server that refused it without
+// running it (a standby, one starting or shutting down); a statement that
+// failed otherwise, or timed out, is not sent again, since it may have
+// taken effect.
 func (p *pgTarget) exec(t testing.TB, sql string) {
 	t.Helper()
 	var err error
 	for range 30 {
-		if err = p.execErr(sql); err == nil {
+		var connected bool
+		if connected, err = p.execOnce(sql); err == nil {
 			return
+		}
+		var pgErr *pgconn.PgError
+		if connected && !(errors.As(err, &pgErr) && slices.Contains([]string{"25006", "57P01", "57P03"}, pgErr.Code)) {
+			break
 		}
 		time.Sleep(time.Second)
 	}
