@@ -278,7 +278,7 @@ func TestREADMEFreshMachine(t *testing.T) {
 		if want := []string{"host-packages", "k8s-tools", "cert-manager-tools", "node-tools", "backup-tools", "engine-images"}; !slices.Equal(steps, want) {
 			t.Errorf("make setup's timed steps: %q, want %q\n%s", steps, want, out)
 		}
-		for _, dir := range []string{"k8s/" + devcluster.KubernetesVersion, "node", "backup", "monitoring"} {
+		for _, dir := range []string{"k8s/" + devcluster.KubernetesVersion, "node", "backup"} {
 			if entries, err := os.ReadDir(filepath.Join(m.cache, dir)); err != nil || len(entries) == 0 {
 				t.Errorf("make setup left %s empty: %v", dir, err)
 			}
