@@ -58,12 +58,18 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 	case replication.FailoverBlocked:
 		out.change = &problem{dbv1.ReasonFailoverBlocked, d.Reason}
 		out.primaryStuck = primaryStuck(c, policy, run.now, d.Reason)
-		if old := run.byName[c.Primary]; old != nil && old.answered() && old.status.Fenced && old.status.Phase == instance.PhaseFenced {
-			// No standby can take over and the primary fenced itself (its
-			// lease ran out while nobody renewed it): only a new term makes
-			// it writable again.
+		if old := run.byName[c.Primary]; old != nil && old.answered() && (old.status.Fenced && old.status.Phase == instance.PhaseFenced || old.status.Held) {
+			// No standby can take over and the primary is held off in this
+			// term: it fenced itself (its lease ran out while nobody
+			// renewed it), or it was told to be a standby (a switchover
+			// demoted it, then was abandoned). Only a new term makes it
+			// writable again.
+			why := " is fenced"
+			if !old.status.Fenced {
+				why = fmt.Sprintf(" was told to be a standby in term %d", run.term())
+			}
 			out.targetPrimary = ""
-			run.commit(ctx, c.Primary, "no standby can be promoted, and "+c.Primary+" is fenced: making it the primary again")
+			run.commit(ctx, c.Primary, "no standby can be promoted, and "+c.Primary+why+": making it the primary again")
 			return
 		}
 		if inProgress {

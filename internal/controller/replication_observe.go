@@ -191,8 +191,10 @@ func agentStatus(s *instance.Status, now time.Time) *replication.AgentStatus {
 		Upstream:   podOfHost(s.Upstream),
 		Streaming:  s.Streaming,
 		// Told to be the primary, running and still in recovery: its
-		// promotion is under way.
-		Promoting: s.Spec != nil && s.Spec.Role == instance.RolePrimary && s.Phase == instance.PhaseRunning && s.InRecovery && !s.Fenced,
+		// promotion is under way, unless the agent holds it off in the
+		// Spec's term (a primary Spec of a term in which it was told to be
+		// a standby), which no promotion ever ends.
+		Promoting: s.Spec != nil && s.Spec.Role == instance.RolePrimary && s.Phase == instance.PhaseRunning && s.InRecovery && !s.Fenced && !s.Held,
 	}
 	if s.LastStreamedSecondsAgo != nil {
 		a.LastStreamed = now.Add(-time.Duration(*s.LastStreamedSecondsAgo * float64(time.Second)))

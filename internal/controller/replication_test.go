@@ -183,7 +183,8 @@ func (f *fakeAgents) Apply(_ context.Context, ip string, creds instance.AgentCre
 func (s *fakeServer) status(now time.Time) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
 		Timeline: s.timeline, Upstream: s.upstream, Streaming: s.streaming, Term: s.term, ServerVersion: s.version,
-		TLS: true, TLSFiles: s.tlsFiles} // an agent of this release, whose server runs TLS
+		Held: s.spec != nil && s.spec.Role == instance.RolePrimary && s.spec.Term <= s.heldTerm,
+		TLS:  true, TLSFiles: s.tlsFiles} // an agent of this release, whose server runs TLS
 	if !s.noFeatures {
 		st.Features = []string{instance.FeatureSynchronous}
 	}
@@ -887,6 +888,44 @@ func TestReplicationALatePrimarySpecCannotRearmAFencedPrimary(t *testing.T) {
 	}
 	if old.spec.Role == instance.RolePrimary && !old.fenced {
 		t.Fatalf("the old primary was made writable: %+v", old.spec)
+	}
+}
+
+// TestReplicationAPrimaryHeldAsAStandbyIsMadePrimaryInANewTerm: a
+// switchover told the primary to be a standby in the current term, then was
+// abandoned (its target's pod was deleted), and no standby can take over.
+// The primary's agent accepts the lease renewals of that term but never
+// acts on them (Status.Held): before, the controller took it for a
+// promotion under way and waited for good (the simulation's seed 72). Only
+// a new term makes a server writable again.
+func TestReplicationAPrimaryHeldAsAStandbyIsMadePrimaryInANewTerm(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	term := f.db.Status.Term
+	old := f.agents.servers[f.ip(0)]
+	// Demoted in this term: a standby of nobody, held off primary.
+	old.spec = &instance.Spec{Role: instance.RoleReplica, Upstream: "orders-1", Term: term}
+	old.heldTerm, old.inRecovery, old.stopped = term, true, old.lsn
+	f.setNotReady(0)
+	// The standbys are gone: no other server can take over.
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].answers = false
+		f.setNotReady(i)
+	}
+	for range 240 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if w := f.writable(); len(w) == 1 && w[0] == 0 {
+			break
+		}
+	}
+	if w := f.writable(); len(w) != 1 || w[0] != 0 {
+		t.Fatalf("2 minutes on, writable %v, want orders-0 again: %+v", w, f.db.Status)
+	}
+	if f.db.Status.Term <= term || f.db.Status.PrimaryTerm != f.db.Status.Term || f.db.Status.CurrentPrimary != "orders-0" {
+		t.Errorf("orders-0 writable again without a new term: term %d (was %d), primary term %d, primary %q",
+			f.db.Status.Term, term, f.db.Status.PrimaryTerm, f.db.Status.CurrentPrimary)
 	}
 }
 

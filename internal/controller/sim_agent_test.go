@@ -582,6 +582,7 @@ func (w *simWorld) bySlot(slot string) *simServer {
 func (w *simWorld) status(s *simServer) *instance.Status {
 	st := &instance.Status{Phase: s.phase, Spec: s.spec, Fenced: s.fenced, InRecovery: s.inRecovery,
 		Timeline: s.timeline, Streaming: s.streaming, Term: s.term, Error: s.errText,
+		Held:     s.spec != nil && s.spec.Role == instance.RolePrimary && s.spec.Term <= s.heldTerm,
 		TLS:      true, // an agent of this release, whose server runs TLS
 		Features: []string{instance.FeatureSynchronous}}
 	if s.inRecovery && s.promoteAt.IsZero() && s.upstream != "" {

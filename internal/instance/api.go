@@ -344,6 +344,12 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 	// Term is the highest fencing term the agent has seen (persisted).
 	Term int64 `json:"term"`
+	// Held is true when Spec is a primary Spec the agent will not act on:
+	// its term is one in which the server was told to be a standby, or
+	// fenced. Only a primary Spec of a later term makes it a primary, so
+	// the server, running in recovery, is not being promoted: the operator
+	// must commit a new term to make it, or another server, the primary.
+	Held bool `json:"held,omitempty"`
 	// Stuck is set while replication cannot progress for a reason a human
 	// must fix (the data directory is kept, and the agent tries a failed
 	// clone or rewind again only every 30 s); nil otherwise. It clears when

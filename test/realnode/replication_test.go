@@ -410,7 +410,8 @@ func (p *pgTarget) exec(t testing.TB, sql string) {
 			return
 		}
 		var pgErr *pgconn.PgError
-		if connected && !(errors.As(err, &pgErr) && slices.Contains([]string{"25006", "57P01", "57P03"}, pgErr.Code)) {
+		refusedUnrun := errors.As(err, &pgErr) && slices.Contains([]string{"25006", "57P01", "57P03"}, pgErr.Code)
+		if connected && !refusedUnrun {
 			break
 		}
 		time.Sleep(time.Second)

@@ -254,6 +254,13 @@ func heldAsStandby(st persisted, spec instance.Spec) bool {
 	return st.StandbyTerm != nil && spec.Term <= *st.StandbyTerm
 }
 
+// holdsOff reports whether spec is a primary Spec the agent will not act
+// on (instance.Status.Held): one of a term in which the server was told to
+// be a standby, or of the fence's term on a fenced server.
+func holdsOff(st persisted, spec instance.Spec) bool {
+	return spec.Role == instance.RolePrimary && (heldAsStandby(st, spec) || st.Fenced && !unfences(st, spec))
+}
+
 // termVerdict is what the agent does with a Spec's fencing term given the
 // highest it has seen: refuse it (lower, or one no operator can have sent),
 // persist it before anything acts on it (higher), or take it as it is.

@@ -472,3 +472,24 @@ func TestRecoveryFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldsOff(t *testing.T) {
+	primary := func(term int64) instance.Spec { return instance.Spec{Role: instance.RolePrimary, Term: term} }
+	for _, tc := range []struct {
+		name string
+		st   persisted
+		spec instance.Spec
+		want bool
+	}{
+		{"never held", persisted{Term: 3}, primary(3), false},
+		{"told to be a standby in term 3, a primary Spec of term 3", persisted{Term: 3, StandbyTerm: ptrTo(int64(3))}, primary(3), true},
+		{"told to be a standby in term 3, a primary Spec of term 4", persisted{Term: 4, StandbyTerm: ptrTo(int64(3))}, primary(4), false},
+		{"fenced in term 5, a primary Spec of term 5", persisted{Term: 5, Fenced: true, FencedTerm: 5}, primary(5), true},
+		{"fenced in term 5, a primary Spec of term 6", persisted{Term: 6, Fenced: true, FencedTerm: 5}, primary(6), false},
+		{"a replica Spec is never held off", persisted{Term: 3, StandbyTerm: ptrTo(int64(3))}, instance.Spec{Role: instance.RoleReplica, Term: 3}, false},
+	} {
+		if got := holdsOff(tc.st, tc.spec); got != tc.want {
+			t.Errorf("%s: holdsOff = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -214,6 +214,7 @@ func (a *Agent) status(ctx context.Context) instance.Status {
 	if a.spec != nil {
 		sp := *a.spec
 		s.Spec = &sp
+		s.Held = holdsOff(a.st, sp)
 	}
 	running, mode := a.srv != nil, a.mode
 	if mode != modePrimary {
