@@ -216,3 +216,50 @@ func TestReplicationFailoverHonoursMaxLagOnFailover(t *testing.T) {
 		t.Errorf("change = %+v, want FailoverBlocked naming spec.maxLagOnFailover", o.change)
 	}
 }
+
+// TestReplicationABlockedFailoverEndsWhenTheOldPrimaryAnswersAgain: a
+// failover chose its target, then no standby could be promoted any more
+// (the long simulation's synchronous seed 289: the one left behind on an
+// older timeline, which synchronous replication must hear from), and the
+// old primary came back, unfenced, its pod re-created. Nobody replaced it
+// (no target was committed): the failover is abandoned and the old primary
+// made writable again, instead of waiting for good.
+func TestReplicationABlockedFailoverEndsWhenTheOldPrimaryAnswersAgain(t *testing.T) {
+	f := newReplicationFixture(t)
+	f.reconcile()
+	f.reconcile()
+	term := f.db.Status.Term
+	f.setNotReady(0)
+	f.losePrimary(3)
+	for range 240 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if f.db.Status.TargetPrimary != "" {
+			break
+		}
+	}
+	if f.db.Status.TargetPrimary == "" || f.db.Status.Term != term {
+		t.Fatalf("no failover chose a target, or one was committed: %+v", f.db.Status)
+	}
+	// No standby can be promoted any more; the old primary's agent answers
+	// again, its server stopped (its pod was re-created), not fenced.
+	for i := 1; i < 3; i++ {
+		f.agents.servers[f.ip(i)].answers = false
+		f.setNotReady(i)
+	}
+	old := f.agents.servers[f.ip(0)]
+	old.answers, old.phase = true, instance.PhaseStopped
+	for range 120 {
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+		if w := f.writable(); len(w) == 1 && w[0] == 0 {
+			break
+		}
+	}
+	if w := f.writable(); len(w) != 1 || w[0] != 0 {
+		t.Fatalf("a minute on, writable %v, want orders-0 again: %+v", w, f.db.Status)
+	}
+	if st := f.db.Status; st.TargetPrimary != "" || st.CurrentPrimary != "orders-0" || st.Term != term {
+		t.Errorf("the failover was not abandoned in term %d: target %q, primary %q, term %d", term, st.TargetPrimary, st.CurrentPrimary, st.Term)
+	}
+}

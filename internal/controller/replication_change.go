@@ -72,6 +72,20 @@ func (run *replicationRun) failover(ctx context.Context, inProgress bool, starte
 			run.commit(ctx, c.Primary, "no standby can be promoted, and "+c.Primary+why+": making it the primary again")
 			return
 		}
+		if old := run.byName[c.Primary]; inProgress && old != nil && old.answered() && !old.status.Fenced {
+			// The old primary answers again, unfenced, and no standby can
+			// be promoted: the failover cannot finish, and nobody replaced
+			// the old primary (no target was committed), so it stays the
+			// primary and is made writable again. Waiting on would wait for
+			// good when what blocks it is a standby that can no longer
+			// catch up without a primary (one behind on an older timeline,
+			// which synchronous replication must hear from).
+			run.event(corev1.EventTypeNormal, "FailoverAbandoned", "the primary %s answers again and no standby can be promoted (%s): it stays the primary", c.Primary, d.Reason)
+			out.change, out.primaryStuck = nil, nil
+			out.targetPrimary = ""
+			run.steady(ctx)
+			return
+		}
 		if inProgress {
 			// A failover under way detached its candidate, whose server
 			// restarts and replays what it holds before it answers
