@@ -336,24 +336,7 @@ func (c *cluster) postmasterPID(i int) int {
 }
 
 // zombieChildren lists the zombie processes whose parent is ppid.
-func zombieChildren(ppid int) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		rest := string(data)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		if f := strings.Fields(rest); len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(ppid) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func zombieChildren(ppid int) []int { return childrenOf(ppid, "Z") }
 
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
@@ -950,7 +933,7 @@ func (c *cluster) freeze(i int) (thaw func()) {
 	if pm == 0 {
 		c.t.Fatalf("db-%d has no postmaster.pid", i)
 	}
-	pids := append([]int{pm}, childrenOf(pm)...)
+	pids := append([]int{pm}, childrenOf(pm, "")...)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGSTOP)
 	}
@@ -966,8 +949,9 @@ func (c *cluster) freeze(i int) (thaw func()) {
 	return thaw
 }
 
-// childrenOf lists the processes whose parent is ppid.
-func childrenOf(ppid int) []int {
+// childrenOf lists the processes whose parent is ppid, in the given
+// state ("Z": zombies) or in any when state is "".
+func childrenOf(ppid int, state string) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -979,11 +963,13 @@ func childrenOf(ppid int) []int {
 		if err != nil {
 			continue
 		}
+		// The command name (field 2) may hold spaces; the state and the
+		// parent follow its closing parenthesis.
 		rest := string(data)
 		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
 			rest = rest[i+1:]
 		}
-		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(ppid) && (state == "" || f[0] == state) {
 			out = append(out, pid)
 		}
 	}
