@@ -244,7 +244,7 @@ k8s-tools: ## Build the pinned Kubernetes binaries into the cache if missing (co
 	hack/k8s-tools.sh "$(K8S_TOOLS_DIR)" "$(K8S_VERSION)"
 
 .PHONY: engine-images
-engine-images: ## Build the pause, postgres (15, 17), mariadb, barman-cloud, instance-agent and manager images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root, mmdebstrap, npm).
+engine-images: ## Build the pause, postgres (15, 17), mariadb, barman-cloud, instance-agent and manager images into ENGINE_IMAGES_DIR if their inputs changed (cold: about 10 minutes; needs root and mmdebstrap).
 	hack/engine-images.sh "$(ENGINE_IMAGES_DIR)"
 
 ##@ Deployment

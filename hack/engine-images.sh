@@ -86,6 +86,7 @@ build_image() {
 	unset -v image_name image_shared
 	unset -f image_key_input image_rootfs
 	image_shared=()
+	debian_suite=$host_suite
 	# shellcheck source=/dev/null
 	source "$src/image.sh"
 	local inputs=("$src" "$images_root/ociimage" "$images_root/cmd" "$images_root/lib.sh" "$root/hack/engine-images.sh") shared

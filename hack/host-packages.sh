@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # host-packages.sh knows the Debian packages the real node runs containers
 # with (runc, the CNI plugins, iptables, conntrack, ip), the engine images are
-# built with (mmdebstrap, and npm for the upstream PostgreSQL binaries where
-# Node.js is not installed), PostgreSQL 15, whose servers the package tests run
+# built with (mmdebstrap), PostgreSQL 15, whose servers the package tests run
 # as processes, barman-cloud, which the backup tests run beside them, and
 # Prometheus, which devcluster's real node runs (internal/test/promrun).
 #
@@ -33,7 +32,6 @@ probes=(
 	"postgresql-15 file:/usr/lib/postgresql/15/bin/postgres"
 	"barman-cli-cloud cmd:barman-cloud-backup"
 	"prometheus cmd:prometheus"
-	"npm cmd:npm"
 )
 
 missing() {
@@ -56,11 +54,6 @@ all() {
 	for p in "${probes[@]}"; do
 		read -r pkg _ <<<"$p"
 		if [[ $seen != *" $pkg "* ]]; then
-			# npm only where no npm is installed (Node.js from elsewhere
-			# brings its own; Debian's would conflict with it).
-			if [[ $pkg == npm ]] && command -v npm >/dev/null; then
-				continue
-			fi
 			printf '%s\n' "$pkg"
 			seen+="$pkg "
 		fi

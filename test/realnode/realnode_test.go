@@ -43,7 +43,7 @@ func TestRealNode(t *testing.T) {
 	// minute once the second is done with it (suite.storeUsers).
 	s.parallel(t, "backups: 3 replicas archived through a switchover, a failover and an outage of the store, restored to a time and to the last commit", shop, (*suite).testBackup)
 	s.parallel(t, "backups: postgres 17 keeps one backup and refuses a restore before it", "till", (*suite).testBackupRetention)
-	s.parallel(t, "postgres with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
+	s.parallel(t, "postgres 17 with 3 replicas: one primary, streaming standbys, switchover, failover, scaling", replicated, (*suite).testReplication)
 	s.parallel(t, "security: TLS from cert-manager through both Services, rotation without a restart, least privilege, the agents' mutual TLS", vault, (*suite).testSecurity)
 	s.parallel(t, scheduleTitle, scheduled, (*suite).testFaultSchedule)
 	s.parallel(t, "monitoring: each pod's metrics scraped as a Prometheus does, custom queries edited live, kubectl dbkeeper status, psql and report, the alert rules over the live series", watched, (*suite).testMonitoring)

@@ -52,10 +52,11 @@ func (s *suite) testReplication(t subtest) {
 			f(t)
 		})
 	}
-	// The replication tools (pg_basebackup, pg_rewind) of the postgres 15
-	// image are of the server's own version (docs/images.md).
-	image := s.image("dbkeeper.local/postgres:15.")
-	s.apply(strings.Replace(database(name, "postgres", "15", image, "Delete", nil),
+	// PostgreSQL 17, with its own pg_basebackup and pg_rewind (Debian 13's
+	// packages, docs/images.md); the backups, the fault schedule and the
+	// security scenario run 15 (3 replicas, 2 for security).
+	image := s.image("dbkeeper.local/postgres:17.")
+	s.apply(strings.Replace(database(name, "postgres", "17", image, "Delete", nil),
 		"  deletionPolicy:", "  replicas: 3\n  failoverTimeout: 10s\n  deletionPolicy:", 1))
 	took := s.waitReady(name, 6*time.Minute)
 	t.Logf("3-replica postgres: apply to Ready in %.1fs", took.Seconds())

@@ -145,9 +145,7 @@ func readRelease(dir string) (release, error) {
 func (s *suite) testUpgrade(t subtest) {
 	const name = "legacy"
 	ctx := context.Background()
-	// Replicated: the postgres 17 test image carries version-15
-	// replication tools (docs/replication.md §21).
-	pgImage := s.image("dbkeeper.local/postgres:15.")
+	pgImage := s.image("dbkeeper.local/postgres:17.")
 	rel := buildRelease(t, previousRelease)
 	if err := s.env.Cluster.ImportImage(ctx, rel.instanceImage, rel.instanceImageFile); err != nil {
 		t.Fatal(err)

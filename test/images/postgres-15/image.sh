@@ -20,6 +20,7 @@ image_rootfs() {
 	# out makes the image 130 MB smaller.
 	rm -f "$rootfs"/usr/lib/postgresql/15/lib/llvmjit* "$rootfs"/usr/lib/x86_64-linux-gnu/libLLVM-14.so* "$rootfs"/usr/lib/x86_64-linux-gnu/libz3.so*
 	rm -rf "$rootfs"/usr/lib/postgresql/15/lib/bitcode
+	postgres_check_libraries "$rootfs" /usr/lib/postgresql/15/bin
 	postgres_finish_rootfs "$rootfs"
 	postgres_config "$config" /usr/lib/postgresql/15/bin
 }

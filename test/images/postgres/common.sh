@@ -14,6 +14,20 @@ postgres_finish_rootfs() {
 	chmod 1777 "$rootfs/var/lib/postgresql/data"
 }
 
+# postgres_check_libraries ROOTFS BINDIR fails, naming them, when a program
+# of BINDIR or a library it loads is missing from the image (the images
+# leave out LLVM, which only the JIT provider needs).
+postgres_check_libraries() {
+	local rootfs=$1 bindir=$2 missing f
+	missing=$(for f in "$rootfs$bindir"/*; do
+		chroot "$rootfs" /usr/bin/ldd "${f#"$rootfs"}" 2>&1 | sed -n "s|^\t\(.*\) => not found|${f#"$rootfs"}: \1|p"
+	done)
+	if [[ -n $missing ]]; then
+		printf 'engine-images: libraries missing from the image:\n%s\n' "$missing" >&2
+		return 1
+	fi
+}
+
 # postgres_config FILE BINDIR writes the image configuration: the official
 # image's entrypoint, command, PGDATA, port, volume and stop signal, with
 # the server's BINDIR first on PATH.
