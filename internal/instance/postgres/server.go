@@ -338,7 +338,13 @@ func (s *Server) WaitReady(ctx context.Context, p *Process) (ready bool, err err
 		select {
 		case <-p.done:
 			s.removeInitPassword()
-			return false, &StartError{Err: p.err, Diverged: p.Diverged()}
+			exited := p.err
+			if exited == nil {
+				// A server told to stop while it started (the pod's
+				// termination) exits with status 0.
+				exited = errExitedCleanly
+			}
+			return false, &StartError{Err: exited, Diverged: p.Diverged()}
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -580,7 +586,14 @@ type StartError struct {
 	Diverged bool
 }
 
+// errExitedCleanly is a StartError's Err when the server exited with
+// status 0 before it accepted connections.
+var errExitedCleanly = errors.New("exit status 0")
+
 func (e *StartError) Error() string {
+	if e.Err == nil {
+		return "the server exited at its start"
+	}
 	if e.Diverged {
 		return "the server refused to start: its data went past the point where the timeline of its upstream forked off (" + e.Err.Error() + "); it needs a rewind"
 	}

@@ -67,3 +67,37 @@ func TestMarkRecoveryStartsARestoredBackupInRecovery(t *testing.T) {
 		t.Errorf("MarkRecovery of a missing directory: %v, want an error naming recovery.signal", err)
 	}
 }
+
+// TestWaitReadyOnAServerThatExitsCleanly: a server that exits with status
+// 0 before it accepts connections (told to stop while it started, as when
+// its pod is deleted) is a StartError that says so; its Error once
+// dereferenced the exit error, which is nil then, and the agent crashed
+// (seen on the real node, in the middle of a switchover).
+func TestWaitReadyOnAServerThatExitsCleanly(t *testing.T) {
+	pgdata, sockets := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(pgdata, "PG_VERSION"), []byte("17\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(Config{
+		Entrypoint: []string{"/bin/sh", "-c", "exit 0", "entrypoint"},
+		PGData:     pgdata, SocketDir: sockets, Port: 5432, User: "postgres",
+	}, NewProcs(), t.Logf)
+	p, err := s.Start(Run{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	ready, err := s.WaitReady(t.Context(), p)
+	var start *StartError
+	if ready || !errors.As(err, &start) {
+		t.Fatalf("WaitReady = %v, %v; want a StartError", ready, err)
+	}
+	if got := err.Error(); got != "the server exited at its start: exit status 0" {
+		t.Errorf("Error() = %q", got)
+	}
+	if code := start.ExitCode(); code != 1 {
+		t.Errorf("ExitCode() = %d, want 1 (the agent exits with a failure, as for any failed start)", code)
+	}
+	if got := (&StartError{}).Error(); got != "the server exited at its start" {
+		t.Errorf("a StartError without an error: %q", got)
+	}
+}
