@@ -385,12 +385,16 @@ func (a *Agent) start(ctx context.Context, mode runMode, upstream, slot string) 
 	a.mu.Lock()
 	if se := (*postgres.StartError)(nil); errors.As(err, &se) {
 		a.nextStart = time.Now().Add(2 * time.Second)
-		if se.Diverged {
+		switch {
+		case se.Diverged:
 			// Not a crash loop: the agent repairs it with a rewind once
 			// a Spec names an upstream, and does not start the server
 			// again before.
 			a.diverged = true
-		} else {
+		case se.ExitedCleanly():
+			// Stopped while it started (the agent fenced it): not a
+			// crash loop either.
+		default:
 			// A start can fail once for a passing reason (a killed
 			// server's processes still hold its shared memory); a server
 			// that fails every start ends the agent, so that the

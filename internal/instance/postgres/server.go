@@ -602,6 +602,11 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
+// ExitedCleanly is true when the server exited with status 0: it was told
+// to stop while it started (fenced, its pod stopping), which a server
+// that cannot start never does.
+func (e *StartError) ExitedCleanly() bool { return errors.Is(e.Err, errExitedCleanly) }
+
 // ExitCode is the server's exit code, 1 when it has none.
 func (e *StartError) ExitCode() int {
 	var exit *exec.ExitError
