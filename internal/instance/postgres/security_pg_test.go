@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -291,5 +293,26 @@ func TestRolePasswordsLeaveNoTraceInTheServerLog(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("the server's log:\n%s", log)
+	}
+}
+
+// TestWaitReadyWaitsOutTheEntrypointsTemporaryServer: while the entrypoint
+// initializes a new data directory, its temporary server answers on the
+// socket but listens on no TCP address; WaitReady does not take it for the
+// server (the agent then created POSTGRES_DB before the entrypoint did,
+// the entrypoint failed, and its temporary server stayed, unreachable over
+// TCP: standbys could not clone, clients could not connect). A server
+// that is not initializing is ready once it answers on the socket.
+func TestWaitReadyWaitsOutTheEntrypointsTemporaryServer(t *testing.T) {
+	s := startServerWith(t, "postgres", "postgres", serverOptions{flags: "-c listen_addresses=''"})
+	srv := s.newTestServer(t, "")
+	initializing := &Process{done: make(chan struct{}), initializing: true}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if ready, err := srv.WaitReady(ctx, initializing); ready || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitReady on the temporary server = %v, %v; want not ready until the deadline", ready, err)
+	}
+	if ready, err := srv.WaitReady(t.Context(), &Process{done: make(chan struct{})}); !ready || err != nil {
+		t.Errorf("WaitReady on a started server = %v, %v; want ready", ready, err)
 	}
 }

@@ -349,10 +349,24 @@ func (s *Server) WaitReady(ctx context.Context, p *Process) (ready bool, err err
 			return false, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		if s.db.Ping(ctx) == nil {
-			s.removeInitPassword() // initdb has run
-			return true, nil
+		if s.db.Ping(ctx) != nil {
+			continue
 		}
+		if p.initializing {
+			// While it initializes the data directory, the entrypoint
+			// runs a temporary server on the same socket, listening on
+			// no TCP address, and creates POSTGRES_DB in it: a server
+			// that answers then is that one, and what the agent did in
+			// it (creating the database first) made the entrypoint
+			// fail, leaving the temporary server behind, unreachable
+			// over TCP, for good. Ready is the server the entrypoint
+			// started after it.
+			if tcp, err := s.db.ServesTCP(ctx); err != nil || !tcp {
+				continue
+			}
+		}
+		s.removeInitPassword() // initdb has run
+		return true, nil
 	}
 	return false, nil
 }

@@ -116,6 +116,17 @@ func (d *DB) Ping(ctx context.Context) error {
 	})
 }
 
+// ServesTCP reports whether the server listens on a TCP address
+// (listen_addresses is not empty): the image's entrypoint initializes a
+// new data directory with a temporary server on the Unix socket only.
+func (d *DB) ServesTCP(ctx context.Context) (bool, error) {
+	var addresses string
+	err := d.With(ctx, 2*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SHOW listen_addresses").Scan(&addresses)
+	})
+	return strings.TrimSpace(addresses) != "", err
+}
+
 // DefaultPromoteWait is how long Promote's pg_promote waits for the
 // promotion to finish, PostgreSQL's own default.
 const DefaultPromoteWait = 60 * time.Second
