@@ -249,15 +249,8 @@ func TestReplicationABlockedFailoverEndsWhenTheOldPrimaryAnswersAgain(t *testing
 	}
 	old := f.agents.servers[f.ip(0)]
 	old.answers, old.phase = true, instance.PhaseStopped
-	for range 120 {
-		f.now = f.now.Add(500 * time.Millisecond)
-		f.reconcile()
-		if w := f.writable(); len(w) == 1 && w[0] == 0 {
-			break
-		}
-	}
-	if w := f.writable(); len(w) != 1 || w[0] != 0 {
-		t.Fatalf("a minute on, writable %v, want orders-0 again: %+v", w, f.db.Status)
+	if !f.reconcileUntilWritable(0, 120) {
+		t.Fatalf("a minute on, writable %v, want orders-0 again: %+v", f.writable(), f.db.Status)
 	}
 	if st := f.db.Status; st.TargetPrimary != "" || st.CurrentPrimary != "orders-0" || st.Term != term {
 		t.Errorf("the failover was not abandoned in term %d: target %q, primary %q, term %d", term, st.TargetPrimary, st.CurrentPrimary, st.Term)

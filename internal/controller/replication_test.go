@@ -370,6 +370,20 @@ func (f *replicationFixture) checkOnePrimaryLabel() {
 	}
 }
 
+// reconcileUntilWritable reconciles every half second, for at most steps
+// of them, until exactly ordinal is writable; it returns whether it is.
+func (f *replicationFixture) reconcileUntilWritable(ordinal, steps int) bool {
+	writable := func() bool { w := f.writable(); return len(w) == 1 && w[0] == ordinal }
+	for range steps {
+		if writable() {
+			return true
+		}
+		f.now = f.now.Add(500 * time.Millisecond)
+		f.reconcile()
+	}
+	return writable()
+}
+
 // writable returns the ordinals whose fake server accepts writes: a
 // primary with standbys only until its lease runs out, when the agent
 // fences it (none of these tests keeps a standby streaming from a primary
@@ -913,15 +927,8 @@ func TestReplicationAPrimaryHeldAsAStandbyIsMadePrimaryInANewTerm(t *testing.T) 
 		f.agents.servers[f.ip(i)].answers = false
 		f.setNotReady(i)
 	}
-	for range 240 {
-		f.now = f.now.Add(500 * time.Millisecond)
-		f.reconcile()
-		if w := f.writable(); len(w) == 1 && w[0] == 0 {
-			break
-		}
-	}
-	if w := f.writable(); len(w) != 1 || w[0] != 0 {
-		t.Fatalf("2 minutes on, writable %v, want orders-0 again: %+v", w, f.db.Status)
+	if !f.reconcileUntilWritable(0, 240) {
+		t.Fatalf("2 minutes on, writable %v, want orders-0 again: %+v", f.writable(), f.db.Status)
 	}
 	if f.db.Status.Term <= term || f.db.Status.PrimaryTerm != f.db.Status.Term || f.db.Status.CurrentPrimary != "orders-0" {
 		t.Errorf("orders-0 writable again without a new term: term %d (was %d), primary term %d, primary %q",
