@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -45,10 +46,28 @@ type summary struct {
 	first    time.Time
 	last     time.Time
 	failed   bool
+
+	// failures are the failed tests and packages, with the last lines
+	// each said, for the digest at the end of the table (a long output's
+	// end is what a reader sees first).
+	failures []failure
+	// pkgTail is the last lines each package printed outside its tests.
+	pkgTail map[string][]string
 }
 
+// failure is a failed test, or a package that failed outside any test
+// (a panic, a timeout, TestMain), with the last lines it said.
+type failure struct {
+	pkg, test string
+	running   bool // still running when its package ended
+	said      []string
+}
+
+// saidLines is how many of a failure's last lines the digest shows.
+const saidLines = 3
+
 func newSummary(out io.Writer, module string, scenarios []string) *summary {
-	return &summary{out: out, module: module, scenarios: scenarios, buffered: map[string][]string{}}
+	return &summary{out: out, module: module, scenarios: scenarios, buffered: map[string][]string{}, pkgTail: map[string][]string{}}
 }
 
 func key(pkg, test string) string { return pkg + "\x00" + test }
@@ -121,10 +140,57 @@ func (s *summary) handle(e event) {
 		delete(s.buffered, k)
 		s.recordTest(e, map[string]string{"pass": "ok", "skip": "skip"}[e.Action])
 	case "fail":
+		s.failures = append(s.failures, failure{pkg: e.Package, test: e.Test, said: lastMessages(s.buffered[k], saidLines)})
 		s.flush(k)
 		s.failed = true
 		s.recordTest(e, "FAIL")
 	}
+}
+
+// messageLine matches the first line of a test's message (t.Log, t.Error):
+// indented, a Go file and line.
+var messageLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// lastMessages returns the first lines of the last n messages in a test's
+// output, trimmed and cut to 240 bytes.
+func lastMessages(lines []string, n int) []string {
+	var out []string
+	for _, l := range slices.Backward(lines) {
+		if len(out) == n {
+			break
+		}
+		if messageLine.MatchString(l) {
+			out = append(out, cut(l))
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// lastLines returns the last n lines of a test's output that are not
+// go test's own (=== RUN and the like), trimmed and cut to 240 bytes: what
+// a test still running when its package ended (a timeout, a panic) said.
+func lastLines(lines []string, n int) []string {
+	var out []string
+	for _, l := range slices.Backward(lines) {
+		if len(out) == n {
+			break
+		}
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "=== ") {
+			out = append(out, cut(l))
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// cut trims a line and cuts it to 240 bytes.
+func cut(l string) string {
+	l = strings.TrimSpace(l)
+	if len(l) > 240 {
+		l = l[:240] + "…"
+	}
+	return l
 }
 
 func (s *summary) handlePackage(e event) {
@@ -133,15 +199,27 @@ func (s *summary) handlePackage(e event) {
 		if e.Output != "PASS\n" {
 			fmt.Fprint(s.out, e.Output)
 		}
+		if l := strings.TrimSpace(e.Output); l != "" {
+			tail := append(s.pkgTail[e.Package], cut(l))
+			s.pkgTail[e.Package] = tail[max(0, len(tail)-saidLines-1):]
+		}
 	case "pass", "fail":
 		if e.Action == "fail" {
 			s.failed = true
 			// A package that ends with tests still running (a timeout,
 			// a panic) shows what they said.
+			testFailed := slices.ContainsFunc(s.failures, func(f failure) bool { return f.pkg == e.Package })
 			for _, k := range slices.Clone(s.order) {
-				if strings.HasPrefix(k, e.Package+"\x00") {
+				if test, ok := strings.CutPrefix(k, e.Package+"\x00"); ok {
+					if _, running := s.buffered[k]; running {
+						s.failures = append(s.failures, failure{pkg: e.Package, test: test, running: true, said: lastLines(s.buffered[k], saidLines)})
+						testFailed = true
+					}
 					s.flush(k)
 				}
+			}
+			if !testFailed {
+				s.failures = append(s.failures, failure{pkg: e.Package, said: s.pkgTail[e.Package]})
 			}
 		}
 		s.packages = append(s.packages, timing{pkg: e.Package, result: map[string]string{"pass": "ok", "fail": "FAIL"}[e.Action], seconds: e.Elapsed})
@@ -190,6 +268,7 @@ func (s *summary) table(w io.Writer) {
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "  %7.1f s  %-4s  %s\n", p.seconds, p.result, s.short(p.pkg))
 	}
+	defer s.digest(w)
 	if len(s.tests) == 0 {
 		return
 	}
@@ -206,6 +285,38 @@ func (s *summary) table(w io.Writer) {
 					fmt.Fprintf(w, "    %7.1f s  %-4s    %s\n", sub.seconds, sub.result, strings.ReplaceAll(name, "_", " "))
 				}
 			}
+		}
+	}
+}
+
+// digest lists the failed tests that have no failed subtest, and the
+// packages that failed outside their tests, each with the last lines it
+// said: the end of the output, where a reader of a long run looks first.
+func (s *summary) digest(w io.Writer) {
+	var leaves []failure
+	for _, f := range s.failures {
+		parent := f.test != "" && slices.ContainsFunc(s.failures, func(g failure) bool {
+			return g.pkg == f.pkg && strings.HasPrefix(g.test, f.test+"/")
+		})
+		if !parent {
+			leaves = append(leaves, f)
+		}
+	}
+	if len(leaves) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nFailed (the last lines each said; the whole output is above):\n")
+	for _, f := range leaves {
+		name := f.test
+		switch {
+		case name == "":
+			name = "(outside its tests)"
+		case f.running:
+			name += " (still running when its package ended)"
+		}
+		fmt.Fprintf(w, "  %s  %s\n", s.short(f.pkg), name)
+		for _, l := range f.said {
+			fmt.Fprintf(w, "      %s\n", l)
 		}
 	}
 }

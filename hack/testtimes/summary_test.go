@@ -27,6 +27,14 @@ const stream = `{"Time":"2026-01-01T00:00:00Z","Action":"start","Package":"m/fas
 {"Time":"2026-01-01T00:00:41Z","Action":"fail","Package":"m/slow","Test":"TestSuite","Elapsed":41}
 {"Time":"2026-01-01T00:00:41Z","Action":"output","Package":"m/slow","Output":"FAIL\tm/slow\t41.5s\n"}
 {"Time":"2026-01-01T00:00:41Z","Action":"fail","Package":"m/slow","Elapsed":41.5}
+{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"m/hung","Test":"TestWaits"}
+{"Time":"2026-01-01T00:00:00Z","Action":"output","Package":"m/hung","Test":"TestWaits","Output":"    w_test.go:7: waiting for the server\n"}
+{"Time":"2026-01-01T00:00:50Z","Action":"output","Package":"m/hung","Test":"TestWaits","Output":"panic: test timed out after 50s\n"}
+{"Time":"2026-01-01T00:00:50Z","Action":"output","Package":"m/hung","Output":"FAIL\tm/hung\t50.0s\n"}
+{"Time":"2026-01-01T00:00:50Z","Action":"fail","Package":"m/hung","Elapsed":50}
+{"Time":"2026-01-01T00:00:50Z","Action":"output","Package":"m/main","Output":"TestMain: the object store did not start\n"}
+{"Time":"2026-01-01T00:00:50Z","Action":"output","Package":"m/main","Output":"FAIL\tm/main\t0.5s\n"}
+{"Time":"2026-01-01T00:00:50Z","Action":"fail","Package":"m/main","Elapsed":0.5}
 `
 
 func TestSummary(t *testing.T) {
@@ -51,15 +59,27 @@ func TestSummary(t *testing.T) {
 		t.Error("a failed package does not fail the summary")
 	}
 	wantTable := `
-Time per package, slowest first (43 s in all packages; 41 s from the first to the last):
+Time per package, slowest first (93 s in all packages; 50 s from the first to the last):
+     50.0 s  FAIL  hung
      41.5 s  FAIL  slow
       1.2 s  ok    fast
+      0.5 s  FAIL  main
 
 Time per scenario (subtests that run in parallel overlap):
   slow
        41.0 s  FAIL  TestSuite
        30.0 s  FAIL    one scenario
        40.0 s  ok      another
+
+Failed (the last lines each said; the whole output is above):
+  slow  TestSuite/one_scenario
+      s_test.go:5: the scenario's complaint
+  hung  TestWaits (still running when its package ended)
+      w_test.go:7: waiting for the server
+      panic: test timed out after 50s
+  main  (outside its tests)
+      TestMain: the object store did not start
+      FAIL	m/main	0.5s
 `
 	if table.String() != wantTable {
 		t.Errorf("table:\n%s\nwant:\n%s", table.String(), wantTable)
