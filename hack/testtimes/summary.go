@@ -200,8 +200,10 @@ func (s *summary) handlePackage(e event) {
 			fmt.Fprint(s.out, e.Output)
 		}
 		if l := strings.TrimSpace(e.Output); l != "" {
-			tail := append(s.pkgTail[e.Package], cut(l))
-			s.pkgTail[e.Package] = tail[max(0, len(tail)-saidLines-1):]
+			s.pkgTail[e.Package] = append(s.pkgTail[e.Package], cut(l))
+			if tail := s.pkgTail[e.Package]; len(tail) > saidLines+1 {
+				s.pkgTail[e.Package] = tail[len(tail)-saidLines-1:]
+			}
 		}
 	case "pass", "fail":
 		if e.Action == "fail" {
