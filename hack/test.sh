@@ -13,6 +13,7 @@
 #         of the tests that run real PostgreSQL servers (*_pg_test.go).
 #
 # TEST_FLAGS are more flags of go test (default -count=1 -timeout 30m);
+# REALNODE_SCENARIOS how many real-node scenarios run at once (default 2);
 # OTHERS_NICE the niceness of the packages beside the real node (default
 # 10); TEST_JSON_DIR, when set, keeps go test's JSON output there (every
 # test's log, passing ones too).
@@ -82,8 +83,15 @@ else
 	# s, and side by side at equal priority the real node's servers missed
 	# their timeouts (a 600 000-row insert, a base backup within 3
 	# minutes).
+	#
+	# Two real-node scenarios at a time, not four: on two slow cores (the
+	# set-up took 33-43 min from cold) four 3-replica Databases with their
+	# archivers drove the load average to 40-90, and every kind of step
+	# missed its bound (apply to Ready in 6 min, a switchover in 2, psql's
+	# 5 s connect timeout) while the same scenarios passed two or three at
+	# a time.
 	{
-		go test -json -p 1 "${flags[@]}" "${realnode_packages[@]/#/./}"
+		go test -json -p 1 -parallel "${REALNODE_SCENARIOS:-2}" "${flags[@]}" "${realnode_packages[@]/#/./}"
 		rc=$?
 		go test -json -p 1 "${flags[@]}" -run "$realnode_tests" "${realnode_tests_in[@]/#/./}" || rc=1
 		exit $rc

@@ -134,35 +134,50 @@ func requestsCPU(sts *appsv1.StatefulSet, cpu resource.Quantity) bool {
 	return false
 }
 
-// free returns a probe Database no change is pending for, starting at
-// from, or "".
-func (p *prober) free(from int) string {
+// reserveFree registers the next change for a probe Database no change is
+// pending for, starting at from, and returns its name and change; "" when
+// every one has a change pending. Registering under the same lock as the
+// choice keeps two samples from picking one Database: the sample's
+// goroutine may start long after the next tick on a busy machine.
+func (p *prober) reserveFree(from int) (string, *probeChange) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k := range probeDatabases {
 		name := probeName((from + k) % probeDatabases)
 		if p.pending[probeStatefulSet(name)] == nil {
-			return name
+			return name, p.register(name)
 		}
 	}
-	return ""
+	return "", nil
+}
+
+// register records the next change for name's StatefulSet, before the
+// PATCH, so that no event is missed. p.mu is held.
+func (p *prober) register(name string) *probeChange {
+	ch := &probeChange{cpu: *resource.NewMilliQuantity(p.next, resource.DecimalSI), seen: make(chan time.Time, 1)}
+	p.next++
+	p.pending[probeStatefulSet(name)] = ch
+	return ch
 }
 
 // sample changes the probe Database name and returns the seconds from the
 // PATCH's response until the watch saw the StatefulSet carry the change,
 // or ok false if it did not within probeTimeout.
 func (p *prober) sample(ctx context.Context, name string) (seconds float64, ok bool, err error) {
-	sts := probeStatefulSet(name)
 	p.mu.Lock()
-	if p.pending[sts] != nil {
+	if p.pending[probeStatefulSet(name)] != nil {
 		p.mu.Unlock()
 		return 0, false, fmt.Errorf("probe Database %s already has a change pending", name)
 	}
-	ch := &probeChange{cpu: *resource.NewMilliQuantity(p.next, resource.DecimalSI), seen: make(chan time.Time, 1)}
-	p.next++
-	// Registered before the PATCH, so that no event is missed.
-	p.pending[sts] = ch
+	ch := p.register(name)
 	p.mu.Unlock()
+	return p.await(ctx, name, ch)
+}
+
+// await sends the change ch, registered for the probe Database name, and
+// waits for the watch to see it, as sample does.
+func (p *prober) await(ctx context.Context, name string, ch *probeChange) (seconds float64, ok bool, err error) {
+	sts := probeStatefulSet(name)
 	forget := func() {
 		p.mu.Lock()
 		if p.pending[sts] == ch {
@@ -252,7 +267,7 @@ func (p *prober) converging(ctx context.Context, interval time.Duration, maxSamp
 				return
 			case <-tick.C:
 			}
-			name := p.free(turn)
+			name, ch := p.reserveFree(turn)
 			if name == "" {
 				run.mu.Lock()
 				run.skipped++
@@ -264,7 +279,7 @@ func (p *prober) converging(ctx context.Context, interval time.Duration, maxSamp
 			wg.Go(func() {
 				// ctx, not tickCtx: a sample under way when
 				// the convergence ends is still waited for.
-				run.add(p.sample(ctx, name))
+				run.add(p.await(ctx, name, ch))
 			})
 		}
 	}()

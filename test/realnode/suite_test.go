@@ -332,9 +332,10 @@ func (s *suite) parallel(t *testing.T, title, db string, f func(s *suite, t subt
 }
 
 // scenarioSlots is how many parallel scenarios run at once (-parallel
-// sets it): they wait far more than they compute (three at a time kept
-// two cores about 40 % busy), but a 2-core machine running every
-// 3-replica Database at once misses their timeouts.
+// sets it; make test passes 2, hack/test.sh's REALNODE_SCENARIOS): they
+// wait far more than they compute (three at a time kept two fast cores
+// about 40 % busy), but two slow cores running four 3-replica Databases
+// at once miss their timeouts.
 var scenarioSlots = 4
 
 // slots lets the parallel scenarios start in the order they were
