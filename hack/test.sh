@@ -6,16 +6,16 @@
 #   all   every package. The tests that run a real node (test/realnode,
 #         test/userpath, TestInCluster of test/deploy and two tests of
 #         internal/test/devcluster) run one package at a time, since one
-#         real node at a time fits a machine; beside them, the other
-#         packages run TEST_P at a time at a lower CPU priority.
+#         real node at a time fits a machine, after the other packages,
+#         which run TEST_P at a time.
 #   fast  unit and envtest packages, TEST_P at a time: no real node, no
 #         devcluster suite (test/e2e, test/faults), no container, and none
 #         of the tests that run real PostgreSQL servers (*_pg_test.go).
 #
 # TEST_FLAGS are more flags of go test (default -count=1 -timeout 30m);
 # REALNODE_SCENARIOS how many real-node scenarios run at once (default 2);
-# OTHERS_NICE the niceness of the packages beside the real node (default
-# 10); TEST_JSON_DIR, when set, keeps go test's JSON output there (every
+# REALNODE_BESIDE=true runs the real-node packages beside the others
+# instead of after them, the others at niceness OTHERS_NICE (default 10); TEST_JSON_DIR, when set, keeps go test's JSON output there (every
 # test's log, passing ones too).
 # Usage: hack/test.sh all|fast
 set -uo pipefail
@@ -74,31 +74,30 @@ status=0
 if [[ $mode == fast ]]; then
 	go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
 else
-	# The real-node packages run one at a time, alone on the real node, at
-	# the machine's priority; the other packages run beside them, TEST_P at
-	# a time, at a lower one (OTHERS_NICE). The real node's scenarios
-	# mostly wait on their servers (the two cores were two thirds idle
-	# through them), so the others take the idle cycles and give them back
-	# when the servers need them: run after one another the two took 1 585
-	# s, and side by side at equal priority the real node's servers missed
-	# their timeouts (a 600 000-row insert, a base backup within 3
-	# minutes).
-	#
-	# Two real-node scenarios at a time, not four: on two slow cores (the
-	# set-up took 33-43 min from cold) four 3-replica Databases with their
-	# archivers drove the load average to 40-90, and every kind of step
-	# missed its bound (apply to Ready in 6 min, a switchover in 2, psql's
-	# 5 s connect timeout) while the same scenarios passed two or three at
-	# a time.
-	{
+	# The other packages first, TEST_P at a time, then the real-node
+	# packages one at a time, alone on the machine, two scenarios at a
+	# time (REALNODE_SCENARIOS). Side by side, even with the others at a
+	# lower CPU priority, two slow cores (the set-up took 33-43 min from
+	# cold) ran at a load average of 40-90: a 3-replica Database took 150
+	# s to become Ready instead of 19, and every kind of step missed its
+	# bound (a switchover in 2 min, a Backup in 3, psql's 5 s connect
+	# timeout). REALNODE_BESIDE=true runs them side by side again, the
+	# others at niceness OTHERS_NICE, for a machine with cores to spare.
+	realnode_run() {
 		go test -json -p 1 -parallel "${REALNODE_SCENARIOS:-2}" "${flags[@]}" "${realnode_packages[@]/#/./}"
-		rc=$?
+		local rc=$?
 		go test -json -p 1 "${flags[@]}" -run "$realnode_tests" "${realnode_tests_in[@]/#/./}" || rc=1
-		exit $rc
-	} | summarize "$tmp/realnode.json" &
-	realnode=$!
-	nice -n "${OTHERS_NICE:-10}" go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
-	wait "$realnode" || status=1
+		return $rc
+	}
+	if [[ ${REALNODE_BESIDE:-false} == true ]]; then
+		realnode_run | summarize "$tmp/realnode.json" &
+		realnode=$!
+		nice -n "${OTHERS_NICE:-10}" go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
+		wait "$realnode" || status=1
+	else
+		go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
+		realnode_run | summarize "$tmp/realnode.json" || status=1
+	fi
 fi
 cat "$tmp"/*.json | "$tmp/testtimes" -scenarios "$scenarios" -output=false || status=1
 if [[ -n ${TEST_JSON_DIR:-} ]]; then
