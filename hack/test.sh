@@ -14,9 +14,8 @@
 #
 # TEST_FLAGS are more flags of go test (default -count=1 -timeout 30m);
 # REALNODE_SCENARIOS how many real-node scenarios run at once (default 2);
-# REALNODE_BESIDE=true runs the real-node packages beside the others
-# instead of after them, the others at niceness OTHERS_NICE (default 10); TEST_JSON_DIR, when set, keeps go test's JSON output there (every
-# test's log, passing ones too).
+# TEST_JSON_DIR, when set, keeps go test's JSON output there (every test's
+# log, passing ones too).
 # Usage: hack/test.sh all|fast
 set -uo pipefail
 
@@ -71,33 +70,21 @@ summarize() { "$tmp/testtimes" -scenarios "$scenarios" -table=false -save "$1"; 
 start=$SECONDS
 
 status=0
-if [[ $mode == fast ]]; then
-	go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
-else
-	# The other packages first, TEST_P at a time, then the real-node
-	# packages one at a time, alone on the machine, two scenarios at a
-	# time (REALNODE_SCENARIOS). Side by side, even with the others at a
-	# lower CPU priority, two slow cores (the set-up took 33-43 min from
-	# cold) ran at a load average of 40-90: a 3-replica Database took 150
-	# s to become Ready instead of 19, and every kind of step missed its
-	# bound (a switchover in 2 min, a Backup in 3, psql's 5 s connect
-	# timeout). REALNODE_BESIDE=true runs them side by side again, the
-	# others at niceness OTHERS_NICE, for a machine with cores to spare.
-	realnode_run() {
+go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
+if [[ $mode == all ]]; then
+	# The real-node packages after the other packages, one at a time,
+	# alone on the machine, two scenarios at a time (REALNODE_SCENARIOS).
+	# Side by side, even with the others at a lower CPU priority, two slow
+	# cores (the set-up took 33-43 min from cold) ran at a load average of
+	# 40-90: a 3-replica Database took 150 s to become Ready instead of 19,
+	# and every kind of step missed its bound (a switchover in 2 min, a
+	# Backup in 3, psql's 5 s connect timeout).
+	{
 		go test -json -p 1 -parallel "${REALNODE_SCENARIOS:-2}" "${flags[@]}" "${realnode_packages[@]/#/./}"
-		local rc=$?
+		rc=$?
 		go test -json -p 1 "${flags[@]}" -run "$realnode_tests" "${realnode_tests_in[@]/#/./}" || rc=1
-		return $rc
-	}
-	if [[ ${REALNODE_BESIDE:-false} == true ]]; then
-		realnode_run | summarize "$tmp/realnode.json" &
-		realnode=$!
-		nice -n "${OTHERS_NICE:-10}" go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
-		wait "$realnode" || status=1
-	else
-		go test -json -p "$parallel_packages" "${flags[@]}" -skip "$skip" "${others[@]}" | summarize "$tmp/others.json" || status=1
-		realnode_run | summarize "$tmp/realnode.json" || status=1
-	fi
+		exit $rc
+	} | summarize "$tmp/realnode.json" || status=1
 fi
 cat "$tmp"/*.json | "$tmp/testtimes" -scenarios "$scenarios" -output=false || status=1
 if [[ -n ${TEST_JSON_DIR:-} ]]; then

@@ -152,31 +152,30 @@ func (s *summary) handle(e event) {
 var messageLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 
 // lastMessages returns the first lines of the last n messages in a test's
-// output, trimmed and cut to 240 bytes.
+// output.
 func lastMessages(lines []string, n int) []string {
-	var out []string
-	for _, l := range slices.Backward(lines) {
-		if len(out) == n {
-			break
-		}
-		if messageLine.MatchString(l) {
-			out = append(out, cut(l))
-		}
-	}
-	slices.Reverse(out)
-	return out
+	return lastMatching(lines, n, messageLine.MatchString)
 }
 
-// lastLines returns the last n lines of a test's output that are not
-// go test's own (=== RUN and the like), trimmed and cut to 240 bytes: what
-// a test still running when its package ended (a timeout, a panic) said.
+// lastLines returns the last n lines of a test's output that are not go
+// test's own (=== RUN and the like): what a test still running when its
+// package ended (a timeout, a panic) said.
 func lastLines(lines []string, n int) []string {
+	return lastMatching(lines, n, func(l string) bool {
+		t := strings.TrimSpace(l)
+		return t != "" && !strings.HasPrefix(t, "=== ")
+	})
+}
+
+// lastMatching returns the last n lines that keep accepts, in order,
+// trimmed and cut to 240 bytes.
+func lastMatching(lines []string, n int, keep func(string) bool) []string {
 	var out []string
 	for _, l := range slices.Backward(lines) {
 		if len(out) == n {
 			break
 		}
-		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "=== ") {
+		if keep(l) {
 			out = append(out, cut(l))
 		}
 	}
@@ -270,7 +269,13 @@ func (s *summary) table(w io.Writer) {
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "  %7.1f s  %-4s  %s\n", p.seconds, p.result, s.short(p.pkg))
 	}
-	defer s.digest(w)
+	s.scenarioTable(w)
+	s.digest(w)
+}
+
+// scenarioTable writes the scenarios' times, grouped by package and
+// top-level test, in the order they ended.
+func (s *summary) scenarioTable(w io.Writer) {
 	if len(s.tests) == 0 {
 		return
 	}
